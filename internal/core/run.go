@@ -1,0 +1,107 @@
+package core
+
+// Run states. A run is terminal once it is succeeded, failed or interrupted.
+const (
+	RunQueued      = "queued"
+	RunRunning     = "running"
+	RunRetrying    = "retrying"
+	RunSucceeded   = "succeeded"
+	RunFailed      = "failed"
+	RunInterrupted = "interrupted"
+)
+
+// Reasons recorded with a run's outcome.
+const (
+	ReasonAborted          = "aborted"
+	ReasonServerRestart    = "server_restart"
+	ReasonSuperseded       = "superseded"
+	ReasonProviderError    = "provider_error"
+	ReasonRetriesExhausted = "retries_exhausted"
+	ReasonMaxSteps         = "max_steps"
+	ReasonCrashLoop        = "crash_loop"
+	ReasonInternal         = "internal"
+)
+
+// Phases refine a busy status.
+const (
+	PhaseRecovering        = "recovering"
+	PhaseWaitingPermission = "waiting_permission"
+)
+
+// TerminalState reports whether a run in state s has ended.
+func TerminalState(s string) bool {
+	return s == RunSucceeded || s == RunFailed || s == RunInterrupted
+}
+
+// Run is one execution of the agent loop for a session.
+type Run struct {
+	ID            string   `json:"id"`
+	SessionID     string   `json:"sessionID"`
+	State         string   `json:"state"`
+	Reason        string   `json:"reason,omitempty"`
+	Error         *Error   `json:"error,omitempty"`
+	UserMessageID string   `json:"messageID"`
+	Model         ModelRef `json:"model"`
+	Phase         string   `json:"phase,omitempty"`
+	Steps         int      `json:"steps"`
+	Resumes       int      `json:"resumes"`
+	// Attempt, RetryMessage and NextRetry describe a pending retry.
+	Attempt      int     `json:"attempt,omitempty"`
+	RetryMessage string  `json:"retryMessage,omitempty"`
+	NextRetry    int64   `json:"next,omitempty"`
+	Time         RunTime `json:"time"`
+}
+
+// RunTime holds a run's timestamps in epoch milliseconds.
+type RunTime struct {
+	Created int64 `json:"created"`
+	Started int64 `json:"started,omitempty"`
+	Ended   int64 `json:"ended,omitempty"`
+}
+
+// Status types.
+const (
+	StatusIdle  = "idle"
+	StatusBusy  = "busy"
+	StatusRetry = "retry"
+)
+
+// LastRun summarises how a session's most recent run ended.
+type LastRun struct {
+	RunID   string `json:"runID"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	Error   *Error `json:"error,omitempty"`
+	Time    int64  `json:"time"`
+}
+
+// SessionStatus is opencode's status union with agentd's extension fields,
+// which older clients ignore.
+type SessionStatus struct {
+	Type    string   `json:"type"`
+	RunID   string   `json:"runID,omitempty"`
+	Since   int64    `json:"since,omitempty"`
+	Phase   string   `json:"phase,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
+	Message string   `json:"message,omitempty"`
+	Next    int64    `json:"next,omitempty"`
+	Last    *LastRun `json:"last,omitempty"`
+}
+
+// StatusOf derives a session status from its oldest non-terminal run (nil
+// when there is none) and its most recently ended run (nil when it never
+// ran). This is the only place status is computed.
+func StatusOf(active, last *Run) SessionStatus {
+	if active == nil {
+		st := SessionStatus{Type: StatusIdle}
+		if last != nil {
+			st.Last = &LastRun{RunID: last.ID, Outcome: last.State, Reason: last.Reason, Error: last.Error, Time: last.Time.Ended}
+		}
+		return st
+	}
+	if active.State == RunRetrying {
+		return SessionStatus{Type: StatusRetry, RunID: active.ID, Attempt: active.Attempt, Message: active.RetryMessage, Next: active.NextRetry}
+	}
+	since := active.Time.Created
+	return SessionStatus{Type: StatusBusy, RunID: active.ID, Since: since, Phase: active.Phase}
+}

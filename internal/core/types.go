@@ -1,0 +1,189 @@
+package core
+
+import (
+	"encoding/json"
+)
+
+// Session is a durable conversation bound to a workspace directory, in
+// opencode's Session shape.
+type Session struct {
+	ID        string         `json:"id"`
+	Slug      string         `json:"slug"`
+	ProjectID string         `json:"projectID"`
+	Directory string         `json:"directory"`
+	ParentID  string         `json:"parentID,omitempty"`
+	Title     string         `json:"title"`
+	Version   string         `json:"version"`
+	Time      SessionTime    `json:"time"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+}
+
+// SessionTime holds a session's timestamps in epoch milliseconds.
+type SessionTime struct {
+	Created int64 `json:"created"`
+	Updated int64 `json:"updated"`
+}
+
+// Tokens counts a model call's token usage in opencode's shape.
+type Tokens struct {
+	Input     int64       `json:"input"`
+	Output    int64       `json:"output"`
+	Reasoning int64       `json:"reasoning"`
+	Cache     CacheTokens `json:"cache"`
+}
+
+// Add returns the sum of t and o.
+func (t Tokens) Add(o Tokens) Tokens {
+	return Tokens{
+		Input:     t.Input + o.Input,
+		Output:    t.Output + o.Output,
+		Reasoning: t.Reasoning + o.Reasoning,
+		Cache:     CacheTokens{Read: t.Cache.Read + o.Cache.Read, Write: t.Cache.Write + o.Cache.Write},
+	}
+}
+
+// CacheTokens counts prompt-cache reads and writes.
+type CacheTokens struct {
+	Read  int64 `json:"read"`
+	Write int64 `json:"write"`
+}
+
+// ModelRef names a model by provider and model id, as in a user message.
+type ModelRef struct {
+	ProviderID string `json:"providerID"`
+	ModelID    string `json:"modelID"`
+}
+
+// Roles of a message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is the info of a user or an assistant turn. The JSON form depends
+// on Role: user messages carry agent and model, assistant messages carry
+// the model ids, cost, tokens and the outcome fields.
+type Message struct {
+	ID        string
+	SessionID string
+	Role      string
+	Created   int64
+	Completed int64 // assistant only; 0 while streaming
+
+	// User fields.
+	Agent  string
+	Model  ModelRef
+	System string
+
+	// Assistant fields.
+	ParentID   string
+	ProviderID string
+	ModelID    string
+	Mode       string
+	CWD        string
+	Root       string
+	Cost       float64
+	Tokens     Tokens
+	Finish     string
+	Error      *Error
+
+	// RunID ties the message to the run that created or answered it. It is
+	// agentd's own field and travels as "runID".
+	RunID string
+}
+
+type userMessageJSON struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionID"`
+	Role      string `json:"role"`
+	Time      struct {
+		Created int64 `json:"created"`
+	} `json:"time"`
+	Agent  string   `json:"agent"`
+	Model  ModelRef `json:"model"`
+	System string   `json:"system,omitempty"`
+	RunID  string   `json:"runID,omitempty"`
+}
+
+type assistantTime struct {
+	Created   int64 `json:"created"`
+	Completed int64 `json:"completed,omitempty"`
+}
+
+type assistantPath struct {
+	CWD  string `json:"cwd"`
+	Root string `json:"root"`
+}
+
+type assistantMessageJSON struct {
+	ID         string        `json:"id"`
+	SessionID  string        `json:"sessionID"`
+	Role       string        `json:"role"`
+	Time       assistantTime `json:"time"`
+	Error      *Error        `json:"error,omitempty"`
+	ParentID   string        `json:"parentID"`
+	ModelID    string        `json:"modelID"`
+	ProviderID string        `json:"providerID"`
+	Mode       string        `json:"mode"`
+	Agent      string        `json:"agent,omitempty"`
+	Path       assistantPath `json:"path"`
+	Cost       float64       `json:"cost"`
+	Tokens     Tokens        `json:"tokens"`
+	Finish     string        `json:"finish,omitempty"`
+	RunID      string        `json:"runID,omitempty"`
+}
+
+// MarshalJSON encodes m in opencode's UserMessage or AssistantMessage shape.
+func (m Message) MarshalJSON() ([]byte, error) {
+	if m.Role == RoleUser {
+		var u userMessageJSON
+		u.ID, u.SessionID, u.Role = m.ID, m.SessionID, m.Role
+		u.Time.Created = m.Created
+		u.Agent, u.Model, u.System, u.RunID = m.Agent, m.Model, m.System, m.RunID
+		return json.Marshal(u)
+	}
+	a := assistantMessageJSON{
+		ID: m.ID, SessionID: m.SessionID, Role: m.Role,
+		Time:     assistantTime{Created: m.Created, Completed: m.Completed},
+		Error:    m.Error,
+		ParentID: m.ParentID, ModelID: m.ModelID, ProviderID: m.ProviderID,
+		Mode: m.Mode, Agent: m.Agent, Path: assistantPath{CWD: m.CWD, Root: m.Root},
+		Cost: m.Cost, Tokens: m.Tokens, Finish: m.Finish, RunID: m.RunID,
+	}
+	return json.Marshal(a)
+}
+
+// UnmarshalJSON decodes either message shape.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	var probe struct {
+		Role string `json:"role"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return err
+	}
+	if probe.Role == RoleUser {
+		var u userMessageJSON
+		if err := json.Unmarshal(b, &u); err != nil {
+			return err
+		}
+		*m = Message{ID: u.ID, SessionID: u.SessionID, Role: u.Role, Created: u.Time.Created,
+			Agent: u.Agent, Model: u.Model, System: u.System, RunID: u.RunID}
+		return nil
+	}
+	var a assistantMessageJSON
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	*m = Message{ID: a.ID, SessionID: a.SessionID, Role: a.Role, Created: a.Time.Created,
+		Completed: a.Time.Completed, Error: a.Error, ParentID: a.ParentID, ModelID: a.ModelID,
+		ProviderID: a.ProviderID, Mode: a.Mode, Agent: a.Agent, CWD: a.Path.CWD, Root: a.Path.Root,
+		Cost: a.Cost, Tokens: a.Tokens, Finish: a.Finish, RunID: a.RunID}
+	return nil
+}
+
+// MessageWithParts is a message with its parts, the shape of the message
+// endpoints.
+type MessageWithParts struct {
+	Info  Message `json:"info"`
+	Parts []Part  `json:"parts"`
+}

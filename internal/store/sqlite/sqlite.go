@@ -1,0 +1,255 @@
+// Package sqlite is the embedded store driver: one SQLite file in WAL mode
+// with synchronous=FULL, one writer connection and a pool of readers.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/sqlstore"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tunes the SQLite store.
+type Options struct {
+	// Synchronous is the synchronous pragma; "" means FULL, which makes
+	// every commit durable across power loss.
+	Synchronous string
+}
+
+// Store is the SQLite implementation of store.Store.
+type Store struct {
+	sqlstore.Reader
+	w    *sql.DB
+	r    *sql.DB
+	path string
+
+	// wmu serialises write transactions in Go rather than in SQLite's busy
+	// loop, and keeps commit and publish in the same order.
+	wmu  sync.Mutex
+	hook func([]core.Event)
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at path and applies
+// migrations.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+	}
+	syncMode := opts.Synchronous
+	if syncMode == "" {
+		syncMode = "FULL"
+	}
+	dsn := func(readOnly bool) string {
+		v := url.Values{}
+		v.Add("_pragma", "journal_mode(WAL)")
+		v.Add("_pragma", "synchronous("+syncMode+")")
+		v.Add("_pragma", "busy_timeout(10000)")
+		v.Add("_pragma", "foreign_keys(1)")
+		if readOnly {
+			v.Add("_pragma", "query_only(1)")
+		} else {
+			v.Add("_txlock", "immediate")
+		}
+		return "file:" + path + "?" + v.Encode()
+	}
+	w, err := sql.Open("sqlite", dsn(false))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", dsn(true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite reader %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0)*2)
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	s := &Store{w: w, r: r, path: path}
+	s.Reader = sqlstore.Reader{Q: r, D: dialect}
+	return s, nil
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	var version int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: bad name", name)
+		}
+		if n <= version {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %d: %w", n, err)
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", n, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", n, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d: %w", n, err)
+		}
+		version = n
+	}
+	if len(names) > 0 && version > len(names) {
+		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
+	}
+	return nil
+}
+
+// SetCommitHook implements store.Store.
+func (s *Store) SetCommitHook(fn func([]core.Event)) {
+	s.wmu.Lock()
+	s.hook = fn
+	s.wmu.Unlock()
+}
+
+// Tx implements store.Store.
+func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	sqlTx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
+	if err := fn(t); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if s.hook != nil && len(t.Appended) > 0 {
+		s.hook(t.Appended)
+	}
+	return nil
+}
+
+// PruneEvents implements store.Store.
+func (s *Store) PruneEvents(ctx context.Context, olderThanMS int64, keep int) (int64, error) {
+	var total int64
+	err := s.Tx(ctx, func(t store.Tx) error {
+		tx := t.(*sqlstore.Tx)
+		if olderThanMS > 0 {
+			res, err := tx.Q.ExecContext(ctx, `DELETE FROM events WHERE time_ms < ?`, olderThanMS)
+			if err != nil {
+				return fmt.Errorf("prune events by age: %w", err)
+			}
+			n, _ := res.RowsAffected()
+			total += n
+		}
+		if keep > 0 {
+			res, err := tx.Q.ExecContext(ctx, `DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`, keep)
+			if err != nil {
+				return fmt.Errorf("prune events by count: %w", err)
+			}
+			n, _ := res.RowsAffected()
+			total += n
+		}
+		return nil
+	})
+	return total, err
+}
+
+// IntegrityCheck runs PRAGMA integrity_check and returns its verdict.
+func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+	var res string
+	err := s.w.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&res)
+	return res, err
+}
+
+// Close implements store.Store. It checkpoints the WAL so the database file
+// is complete on its own.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+	})
+	return s.closeErr
+}
+
+var dialect = &sqlstore.Dialect{
+	IsConflict: func(err error) bool {
+		var se *sqlite.Error
+		if errors.As(err, &se) {
+			code := se.Code()
+			return code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || code == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+		}
+		return false
+	},
+	AppendEvent: func(ctx context.Context, q sqlstore.Querier, ev core.Event) (int64, error) {
+		// The single writer makes AUTOINCREMENT dense and commit-ordered.
+		res, err := q.ExecContext(ctx, `INSERT INTO events (session_id, type, time_ms, data) VALUES (?, ?, ?, ?)`,
+			ev.SessionID, ev.Type, ev.Time, string(ev.Properties))
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	},
+	LastSeq: func(ctx context.Context, q sqlstore.Querier) (int64, error) {
+		var seq sql.NullInt64
+		err := q.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+		return seq.Int64, err
+	},
+}

@@ -1,0 +1,449 @@
+// Package sqlstore holds the SQL shared by agentd's database drivers: the
+// reads and writes of store.Reader and store.Tx over database/sql, written
+// once with '?' placeholders and rebound per dialect.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// Querier is what *sql.DB, *sql.Conn and *sql.Tx have in common.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Dialect adapts the shared SQL to one database.
+type Dialect struct {
+	// Dollar numbers placeholders $1, $2, … instead of '?'.
+	Dollar bool
+	// IsConflict reports whether err is a unique-constraint violation.
+	IsConflict func(error) bool
+	// AppendEvent inserts an event and returns its seq; drivers differ in
+	// how they keep seq dense and commit-ordered.
+	AppendEvent func(ctx context.Context, q Querier, ev core.Event) (int64, error)
+	// LastSeq returns the last assigned seq.
+	LastSeq func(ctx context.Context, q Querier) (int64, error)
+}
+
+func (d *Dialect) rebind(q string) string {
+	if !d.Dollar {
+		return q
+	}
+	var sb strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			sb.WriteByte('$')
+			sb.WriteString(strconv.Itoa(n))
+			continue
+		}
+		sb.WriteByte(q[i])
+	}
+	return sb.String()
+}
+
+// Reader implements store.Reader over a Querier.
+type Reader struct {
+	Q Querier
+	D *Dialect
+}
+
+var _ store.Reader = Reader{}
+
+func (r Reader) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return r.Q.QueryContext(ctx, r.D.rebind(q), args...)
+}
+
+func (r Reader) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return r.Q.QueryRowContext(ctx, r.D.rebind(q), args...)
+}
+
+func (r Reader) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return r.Q.ExecContext(ctx, r.D.rebind(q), args...)
+}
+
+func decodeRows[T any](rows *sql.Rows, what string) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			return nil, fmt.Errorf("scan %s: %w", what, err)
+		}
+		var v T
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return out, nil
+}
+
+func (r Reader) one(ctx context.Context, v any, what, q string, args ...any) error {
+	var data string
+	err := r.queryRow(ctx, q, args...).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("get %s: %w", what, err)
+	}
+	if err := json.Unmarshal([]byte(data), v); err != nil {
+		return fmt.Errorf("decode %s: %w", what, err)
+	}
+	return nil
+}
+
+// Session implements store.Reader.
+func (r Reader) Session(ctx context.Context, id string) (core.Session, error) {
+	var s core.Session
+	err := r.one(ctx, &s, "session", `SELECT data FROM sessions WHERE id = ?`, id)
+	return s, err
+}
+
+// Sessions implements store.Reader.
+func (r Reader) Sessions(ctx context.Context, q store.SessionQuery) ([]core.Session, error) {
+	sqlq := `SELECT data FROM sessions`
+	var args []any
+	if q.Directory != "" {
+		sqlq += ` WHERE directory = ?`
+		args = append(args, q.Directory)
+	}
+	sqlq += ` ORDER BY updated_ms DESC, id`
+	if q.Limit > 0 {
+		sqlq += ` LIMIT ?`
+		args = append(args, q.Limit)
+	}
+	rows, err := r.query(ctx, sqlq, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return decodeRows[core.Session](rows, "sessions")
+}
+
+// Messages implements store.Reader.
+func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQuery) ([]core.MessageWithParts, error) {
+	sqlq := `SELECT data FROM messages WHERE session_id = ?`
+	args := []any{sessionID}
+	if q.Before != "" {
+		sqlq += ` AND id < ?`
+		args = append(args, q.Before)
+	}
+	sqlq += ` ORDER BY id DESC`
+	if q.Limit > 0 {
+		sqlq += ` LIMIT ?`
+		args = append(args, q.Limit)
+	}
+	rows, err := r.query(ctx, sqlq, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	infos, err := decodeRows[core.Message](rows, "messages")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]core.MessageWithParts, len(infos))
+	index := make(map[string]int, len(infos))
+	for i := range infos {
+		// Newest first from the query; the API wants oldest first.
+		j := len(infos) - 1 - i
+		out[j] = core.MessageWithParts{Info: infos[i], Parts: []core.Part{}}
+		index[infos[i].ID] = j
+	}
+	if len(infos) == 0 {
+		return out, nil
+	}
+	pq := `SELECT data FROM parts WHERE session_id = ? AND message_id >= ? AND message_id <= ? ORDER BY message_id, id`
+	rows, err = r.query(ctx, pq, sessionID, out[0].Info.ID, out[len(out)-1].Info.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list parts: %w", err)
+	}
+	parts, err := decodeRows[core.Part](rows, "parts")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts {
+		if j, ok := index[p.MessageID]; ok {
+			out[j].Parts = append(out[j].Parts, p)
+		}
+	}
+	return out, nil
+}
+
+// Message implements store.Reader.
+func (r Reader) Message(ctx context.Context, sessionID, messageID string) (core.MessageWithParts, error) {
+	var m core.MessageWithParts
+	if err := r.one(ctx, &m.Info, "message", `SELECT data FROM messages WHERE id = ? AND session_id = ?`, messageID, sessionID); err != nil {
+		return m, err
+	}
+	rows, err := r.query(ctx, `SELECT data FROM parts WHERE message_id = ? ORDER BY id`, messageID)
+	if err != nil {
+		return m, fmt.Errorf("list parts: %w", err)
+	}
+	m.Parts, err = decodeRows[core.Part](rows, "parts")
+	if m.Parts == nil {
+		m.Parts = []core.Part{}
+	}
+	return m, err
+}
+
+// Run implements store.Reader.
+func (r Reader) Run(ctx context.Context, id string) (core.Run, error) {
+	var run core.Run
+	err := r.one(ctx, &run, "run", `SELECT data FROM runs WHERE id = ?`, id)
+	return run, err
+}
+
+// Runs implements store.Reader.
+func (r Reader) Runs(ctx context.Context, sessionID string, limit int) ([]core.Run, error) {
+	q := `SELECT data FROM runs WHERE session_id = ? ORDER BY id DESC`
+	args := []any{sessionID}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := r.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return decodeRows[core.Run](rows, "runs")
+}
+
+const activeStates = `state IN ('queued', 'running', 'retrying')`
+
+// ActiveRuns implements store.Reader.
+func (r Reader) ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, error) {
+	var rows *sql.Rows
+	var err error
+	if sessionID == "" {
+		rows, err = r.query(ctx, `SELECT data FROM runs WHERE `+activeStates+` ORDER BY created_ms, id`)
+	} else {
+		rows, err = r.query(ctx, `SELECT data FROM runs WHERE session_id = ? AND `+activeStates+` ORDER BY created_ms, id`, sessionID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list active runs: %w", err)
+	}
+	return decodeRows[core.Run](rows, "runs")
+}
+
+// LastEndedRun implements store.Reader.
+func (r Reader) LastEndedRun(ctx context.Context, sessionID string) (*core.Run, error) {
+	var run core.Run
+	err := r.one(ctx, &run, "run", `SELECT data FROM runs WHERE session_id = ? AND state IN ('succeeded', 'failed', 'interrupted') ORDER BY ended_ms DESC, id DESC LIMIT 1`, sessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// Events implements store.Reader.
+func (r Reader) Events(ctx context.Context, q store.EventQuery) ([]core.Event, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var rows *sql.Rows
+	var err error
+	if q.SessionID != "" {
+		rows, err = r.query(ctx, `SELECT seq, session_id, type, time_ms, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, q.SessionID, q.After, limit)
+	} else {
+		rows, err = r.query(ctx, `SELECT seq, session_id, type, time_ms, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, q.After, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	out := make([]core.Event, 0, 64)
+	for rows.Next() {
+		var ev core.Event
+		var data string
+		if err := rows.Scan(&ev.Seq, &ev.SessionID, &ev.Type, &ev.Time, &data); err != nil {
+			return nil, fmt.Errorf("scan event: %w", err)
+		}
+		ev.Properties = json.RawMessage(data)
+		ev.ID = core.SeqID(ev.Seq)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
+// EventBounds implements store.Reader.
+func (r Reader) EventBounds(ctx context.Context) (first, last int64, err error) {
+	last, err = r.D.LastSeq(ctx, r.Q)
+	if err != nil {
+		return 0, 0, fmt.Errorf("last event seq: %w", err)
+	}
+	var minSeq sql.NullInt64
+	if err := r.queryRow(ctx, `SELECT MIN(seq) FROM events`).Scan(&minSeq); err != nil {
+		return 0, 0, fmt.Errorf("first event seq: %w", err)
+	}
+	if !minSeq.Valid {
+		return last + 1, last, nil
+	}
+	return minSeq.Int64, last, nil
+}
+
+// Tx implements store.Tx on top of a Reader bound to a transaction. It
+// collects appended events for the commit hook.
+type Tx struct {
+	Reader
+	Appended []core.Event
+}
+
+var _ store.Tx = (*Tx)(nil)
+
+func (t *Tx) insert(ctx context.Context, what, q string, args ...any) error {
+	if _, err := t.exec(ctx, q, args...); err != nil {
+		if t.D.IsConflict(err) {
+			return fmt.Errorf("insert %s: %w", what, store.ErrConflict)
+		}
+		return fmt.Errorf("insert %s: %w", what, err)
+	}
+	return nil
+}
+
+func (t *Tx) update(ctx context.Context, what, q string, args ...any) error {
+	res, err := t.exec(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("update %s: %w", what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("update %s: %w", what, err)
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+func encode(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// InsertSession implements store.Tx.
+func (t *Tx) InsertSession(ctx context.Context, s core.Session) error {
+	data, err := encode(s)
+	if err != nil {
+		return err
+	}
+	return t.insert(ctx, "session", `INSERT INTO sessions (id, directory, created_ms, updated_ms, data) VALUES (?, ?, ?, ?, ?)`,
+		s.ID, s.Directory, s.Time.Created, s.Time.Updated, data)
+}
+
+// UpdateSession implements store.Tx.
+func (t *Tx) UpdateSession(ctx context.Context, s core.Session) error {
+	data, err := encode(s)
+	if err != nil {
+		return err
+	}
+	return t.update(ctx, "session", `UPDATE sessions SET directory = ?, updated_ms = ?, data = ? WHERE id = ?`,
+		s.Directory, s.Time.Updated, data, s.ID)
+}
+
+// DeleteSession implements store.Tx.
+func (t *Tx) DeleteSession(ctx context.Context, id string) error {
+	// Children first, so drivers need not rely on cascading foreign keys.
+	for _, q := range []string{
+		`DELETE FROM parts WHERE session_id = ?`,
+		`DELETE FROM messages WHERE session_id = ?`,
+		`DELETE FROM runs WHERE session_id = ?`,
+	} {
+		if _, err := t.exec(ctx, q, id); err != nil {
+			return fmt.Errorf("delete session %s: %w", id, err)
+		}
+	}
+	return t.update(ctx, "session", `DELETE FROM sessions WHERE id = ?`, id)
+}
+
+// InsertMessage implements store.Tx.
+func (t *Tx) InsertMessage(ctx context.Context, m core.Message) error {
+	data, err := encode(m)
+	if err != nil {
+		return err
+	}
+	return t.insert(ctx, "message", `INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?)`, m.ID, m.SessionID, data)
+}
+
+// PutMessage implements store.Tx.
+func (t *Tx) PutMessage(ctx context.Context, m core.Message) error {
+	data, err := encode(m)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(ctx, `INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data`, m.ID, m.SessionID, data)
+	if err != nil {
+		return fmt.Errorf("put message %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// PutPart implements store.Tx.
+func (t *Tx) PutPart(ctx context.Context, p core.Part) error {
+	data, err := encode(p)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(ctx, `INSERT INTO parts (id, message_id, session_id, data) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data`, p.ID, p.MessageID, p.SessionID, data)
+	if err != nil {
+		return fmt.Errorf("put part %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// InsertRun implements store.Tx.
+func (t *Tx) InsertRun(ctx context.Context, r core.Run) error {
+	data, err := encode(r)
+	if err != nil {
+		return err
+	}
+	return t.insert(ctx, "run", `INSERT INTO runs (id, session_id, state, created_ms, ended_ms, data) VALUES (?, ?, ?, ?, ?, ?)`,
+		r.ID, r.SessionID, r.State, r.Time.Created, r.Time.Ended, data)
+}
+
+// UpdateRun implements store.Tx.
+func (t *Tx) UpdateRun(ctx context.Context, r core.Run) error {
+	data, err := encode(r)
+	if err != nil {
+		return err
+	}
+	return t.update(ctx, "run", `UPDATE runs SET state = ?, ended_ms = ?, data = ? WHERE id = ?`, r.State, r.Time.Ended, data, r.ID)
+}
+
+// AppendEvent implements store.Tx.
+func (t *Tx) AppendEvent(ctx context.Context, ev core.Event) (int64, error) {
+	if ev.Time == 0 {
+		ev.Time = time.Now().UnixMilli()
+	}
+	seq, err := t.D.AppendEvent(ctx, t.Q, ev)
+	if err != nil {
+		return 0, fmt.Errorf("append event %s: %w", ev.Type, err)
+	}
+	ev.Seq = seq
+	ev.ID = core.SeqID(seq)
+	t.Appended = append(t.Appended, ev)
+	return seq, nil
+}

@@ -1,0 +1,151 @@
+// Package store defines the durable state behind agentd: sessions, messages,
+// parts, runs and the event log. One interface, several drivers (SQLite,
+// PostgreSQL), one conformance suite (storetest) that every driver passes.
+//
+// The central rule is the transactional outbox: a change and the events that
+// describe it are written in the same transaction (Store.Tx), so the log
+// never tells of a change that did not happen, nor misses one that did.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentd/agentd/internal/core"
+)
+
+// ErrNotFound is returned when a session, message or run does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when an insert collides with an existing row.
+var ErrConflict = errors.New("conflict")
+
+// SessionQuery selects sessions for listing.
+type SessionQuery struct {
+	// Directory, when set, keeps only sessions bound to it.
+	Directory string
+	// Limit caps the number of sessions returned; 0 means no limit.
+	Limit int
+}
+
+// MessageQuery pages through a session's messages.
+type MessageQuery struct {
+	// Before, when set, keeps only messages whose id sorts before it.
+	Before string
+	// Limit keeps the newest Limit messages (in ascending order); 0 means all.
+	Limit int
+}
+
+// EventQuery selects durable events after a position in the log.
+type EventQuery struct {
+	After     int64
+	SessionID string
+	Limit     int
+}
+
+// Reader is the read side, available both on the store and inside a
+// transaction (where it sees the transaction's own writes).
+type Reader interface {
+	// Session returns one session or ErrNotFound.
+	Session(ctx context.Context, id string) (core.Session, error)
+	// Sessions lists sessions, most recently updated first.
+	Sessions(ctx context.Context, q SessionQuery) ([]core.Session, error)
+	// Messages lists a session's messages with their parts, oldest first.
+	Messages(ctx context.Context, sessionID string, q MessageQuery) ([]core.MessageWithParts, error)
+	// Message returns one message with its parts or ErrNotFound.
+	Message(ctx context.Context, sessionID, messageID string) (core.MessageWithParts, error)
+	// Run returns one run or ErrNotFound.
+	Run(ctx context.Context, id string) (core.Run, error)
+	// Runs lists a session's runs, newest first.
+	Runs(ctx context.Context, sessionID string, limit int) ([]core.Run, error)
+	// ActiveRuns lists non-terminal runs, oldest first; all sessions when
+	// sessionID is empty.
+	ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, error)
+	// LastEndedRun returns the session's most recently ended run, or nil.
+	LastEndedRun(ctx context.Context, sessionID string) (*core.Run, error)
+	// Events lists durable events with seq > q.After, in seq order.
+	Events(ctx context.Context, q EventQuery) ([]core.Event, error)
+	// EventBounds returns the first retained seq and the last assigned seq.
+	// When the log holds nothing, first is last+1.
+	EventBounds(ctx context.Context) (first, last int64, err error)
+}
+
+// Tx is a write transaction. Writes become visible, and appended events
+// are published, only when the function given to Store.Tx returns nil.
+type Tx interface {
+	Reader
+	// InsertSession adds a session; ErrConflict if the id exists.
+	InsertSession(ctx context.Context, s core.Session) error
+	// UpdateSession replaces a session's fields.
+	UpdateSession(ctx context.Context, s core.Session) error
+	// DeleteSession removes a session with its messages, parts and runs.
+	DeleteSession(ctx context.Context, id string) error
+	// PutMessage inserts or replaces a message's info.
+	PutMessage(ctx context.Context, m core.Message) error
+	// InsertMessage inserts a message; ErrConflict if the id exists.
+	InsertMessage(ctx context.Context, m core.Message) error
+	// PutPart inserts or replaces a part.
+	PutPart(ctx context.Context, p core.Part) error
+	// InsertRun adds a run; ErrConflict if the id exists.
+	InsertRun(ctx context.Context, r core.Run) error
+	// UpdateRun replaces a run's mutable fields.
+	UpdateRun(ctx context.Context, r core.Run) error
+	// AppendEvent adds a durable event to the log and returns its seq.
+	AppendEvent(ctx context.Context, ev core.Event) (int64, error)
+}
+
+// Store is a durable agentd store.
+type Store interface {
+	Reader
+	// Tx runs fn in a write transaction and commits it when fn returns nil.
+	// Events appended in fn are handed to the commit hook after the commit,
+	// in seq order.
+	Tx(ctx context.Context, fn func(Tx) error) error
+	// SetCommitHook registers the function that receives each committed
+	// transaction's events. Call it before the first Tx.
+	SetCommitHook(func(events []core.Event))
+	// PruneEvents deletes events older than the cutoff (epoch ms) and all but
+	// the newest keep events (keep 0: no count limit). It returns how many it
+	// deleted.
+	PruneEvents(ctx context.Context, olderThanMS int64, keep int) (int64, error)
+	// Close releases the store. It is safe to call more than once.
+	Close() error
+}
+
+// Status derives a session's status from durable runs: ErrNotFound for a
+// session that does not exist, busy or retry while it has a non-terminal
+// run, idle (with the last outcome) otherwise.
+func Status(ctx context.Context, r Reader, sessionID string) (core.SessionStatus, error) {
+	if _, err := r.Session(ctx, sessionID); err != nil {
+		return core.SessionStatus{}, err
+	}
+	active, err := r.ActiveRuns(ctx, sessionID)
+	if err != nil {
+		return core.SessionStatus{}, err
+	}
+	if len(active) > 0 {
+		return core.StatusOf(&active[0], nil), nil
+	}
+	last, err := r.LastEndedRun(ctx, sessionID)
+	if err != nil {
+		return core.SessionStatus{}, err
+	}
+	return core.StatusOf(nil, last), nil
+}
+
+// ActiveStatuses returns the status of every session that has a
+// non-terminal run, keyed by session id.
+func ActiveStatuses(ctx context.Context, r Reader) (map[string]core.SessionStatus, error) {
+	runs, err := r.ActiveRuns(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]core.SessionStatus, len(runs))
+	for i := range runs {
+		if _, ok := out[runs[i].SessionID]; ok {
+			continue
+		}
+		out[runs[i].SessionID] = core.StatusOf(&runs[i], nil)
+	}
+	return out, nil
+}

@@ -1,0 +1,568 @@
+// Package storetest is the conformance suite every store driver passes. A
+// driver's test calls Exercise with a function that opens a fresh, isolated
+// store; the suite pins the semantics the engine relies on.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// Opener opens a fresh store for one test. Reopen closes nothing; it opens a
+// second handle on the same database, as a restarted process would.
+type Opener func(t *testing.T) (s store.Store, reopen func() store.Store)
+
+// Exercise runs the conformance suite against the driver behind open.
+func Exercise(t *testing.T, open Opener) {
+	t.Helper()
+	tests := map[string]func(t *testing.T, s store.Store, reopen func() store.Store){
+		"SessionCRUD":           testSessionCRUD,
+		"SessionList":           testSessionList,
+		"SessionConflict":       testSessionConflict,
+		"MessagesAndParts":      testMessagesAndParts,
+		"MessagePaging":         testMessagePaging,
+		"RunsAndStatus":         testRunsAndStatus,
+		"ActiveStatuses":        testActiveStatuses,
+		"EventsOrdered":         testEventsOrdered,
+		"RollbackWritesNothing": testRollback,
+		"PruneAndBounds":        testPrune,
+		"DeleteCascades":        testDeleteCascades,
+		"SurvivesReopen":        testReopen,
+		"ConcurrentWriters":     testConcurrentWriters,
+	}
+	for name, fn := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, reopen := open(t)
+			fn(t, s, reopen)
+		})
+	}
+}
+
+func ctx(t *testing.T) context.Context { return t.Context() }
+
+// NewSession builds a session for tests.
+func NewSession(dir string, created int64) core.Session {
+	return core.Session{
+		ID: core.NewID(core.PrefixSession, true), Slug: "test", ProjectID: "global",
+		Directory: dir, Title: "t", Version: "test",
+		Time: core.SessionTime{Created: created, Updated: created},
+	}
+}
+
+func mustTx(t *testing.T, s store.Store, fn func(tx store.Tx) error) {
+	t.Helper()
+	if err := s.Tx(ctx(t), fn); err != nil {
+		t.Fatalf("tx: %v", err)
+	}
+}
+
+func insertSession(t *testing.T, s store.Store, sess core.Session) {
+	t.Helper()
+	mustTx(t, s, func(tx store.Tx) error { return tx.InsertSession(ctx(t), sess) })
+}
+
+func testSessionCRUD(t *testing.T, s store.Store, _ func() store.Store) {
+	now := time.Now().UnixMilli()
+	sess := NewSession("/work/a", now)
+	sess.Metadata = map[string]any{"k": "v"}
+	insertSession(t, s, sess)
+	got, err := s.Session(ctx(t), sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sess, got); diff != "" {
+		t.Errorf("session round trip (-want +got):\n%s", diff)
+	}
+	// Timestamps are epoch milliseconds, not seconds.
+	if got.Time.Created < 1e12 {
+		t.Errorf("created = %d, want epoch ms", got.Time.Created)
+	}
+	sess.Title = "renamed"
+	sess.Time.Updated = now + 5
+	mustTx(t, s, func(tx store.Tx) error { return tx.UpdateSession(ctx(t), sess) })
+	got, _ = s.Session(ctx(t), sess.ID)
+	if got.Title != "renamed" || got.Time.Updated != now+5 {
+		t.Errorf("update not applied: %+v", got)
+	}
+	if _, err := s.Session(ctx(t), "ses_missing"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("missing session: err = %v, want ErrNotFound", err)
+	}
+	err = s.Tx(ctx(t), func(tx store.Tx) error {
+		return tx.UpdateSession(ctx(t), NewSession("/x", now))
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("update missing: err = %v, want ErrNotFound", err)
+	}
+	mustTx(t, s, func(tx store.Tx) error { return tx.DeleteSession(ctx(t), sess.ID) })
+	if _, err := s.Session(ctx(t), sess.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted session: err = %v", err)
+	}
+}
+
+func testSessionList(t *testing.T, s store.Store, _ func() store.Store) {
+	base := time.Now().UnixMilli()
+	var ids []string
+	for i := range 5 {
+		sess := NewSession(fmt.Sprintf("/dir/%d", i%2), base+int64(i))
+		insertSession(t, s, sess)
+		ids = append(ids, sess.ID)
+	}
+	all, err := s.Sessions(ctx(t), store.SessionQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 5 {
+		t.Fatalf("got %d sessions, want 5", len(all))
+	}
+	for i := range all {
+		if all[i].ID != ids[4-i] {
+			t.Errorf("position %d: %s, want %s (newest updated first)", i, all[i].ID, ids[4-i])
+		}
+	}
+	lim, _ := s.Sessions(ctx(t), store.SessionQuery{Limit: 2})
+	if len(lim) != 2 || lim[0].ID != ids[4] {
+		t.Errorf("limit 2 = %d sessions", len(lim))
+	}
+	dir, _ := s.Sessions(ctx(t), store.SessionQuery{Directory: "/dir/1"})
+	if len(dir) != 2 {
+		t.Errorf("directory filter = %d sessions, want 2", len(dir))
+	}
+}
+
+func testSessionConflict(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	err := s.Tx(ctx(t), func(tx store.Tx) error { return tx.InsertSession(ctx(t), sess) })
+	if !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate insert: err = %v, want ErrConflict", err)
+	}
+}
+
+func userMessage(sessionID string) core.Message {
+	return core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: sessionID, Role: core.RoleUser,
+		Created: time.Now().UnixMilli(), Agent: "build", Model: core.ModelRef{ProviderID: "agentd", ModelID: "scripted"}}
+}
+
+func textPart(m core.Message, text string) core.Part {
+	return core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: m.SessionID, MessageID: m.ID, Type: core.PartText, Text: text}
+}
+
+func testMessagesAndParts(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	u := userMessage(sess.ID)
+	p1 := textPart(u, "hello")
+	a := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: sess.ID, Role: core.RoleAssistant,
+		Created: time.Now().UnixMilli(), ParentID: u.ID, ProviderID: "agentd", ModelID: "scripted", Mode: "build",
+		Tokens: core.Tokens{Input: 3, Cache: core.CacheTokens{Read: 2}}}
+	tool := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: sess.ID, MessageID: a.ID, Type: core.PartTool,
+		CallID: "call_1", Tool: "echo", State: core.ToolState{Status: core.ToolRunning, Input: json.RawMessage(`{"x":1}`), Time: core.PartTime{Start: 5}}}
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.InsertMessage(ctx(t), u); err != nil {
+			return err
+		}
+		if err := tx.PutPart(ctx(t), p1); err != nil {
+			return err
+		}
+		if err := tx.PutMessage(ctx(t), a); err != nil {
+			return err
+		}
+		return tx.PutPart(ctx(t), tool)
+	})
+	// Upsert replaces in place.
+	tool.State = core.ToolState{Status: core.ToolCompleted, Input: json.RawMessage(`{"x":1}`), Output: "ok", Title: "echo", Time: core.PartTime{Start: 5, End: 6}}
+	a.Completed = time.Now().UnixMilli()
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.PutMessage(ctx(t), a); err != nil {
+			return err
+		}
+		return tx.PutPart(ctx(t), tool)
+	})
+	msgs, err := s.Messages(ctx(t), sess.ID, store.MessageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.MessageWithParts{{Info: u, Parts: []core.Part{p1}}, {Info: a, Parts: []core.Part{tool}}}
+	if diff := cmp.Diff(want, msgs, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	one, err := s.Message(ctx(t), sess.ID, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want[1], one, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("message (-want +got):\n%s", diff)
+	}
+	if _, err := s.Message(ctx(t), "ses_other", a.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("message of another session: err = %v", err)
+	}
+	err = s.Tx(ctx(t), func(tx store.Tx) error { return tx.InsertMessage(ctx(t), u) })
+	if !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate message: err = %v, want ErrConflict", err)
+	}
+}
+
+func testMessagePaging(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	var ids []string
+	mustTx(t, s, func(tx store.Tx) error {
+		for range 10 {
+			m := userMessage(sess.ID)
+			ids = append(ids, m.ID)
+			if err := tx.InsertMessage(ctx(t), m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	page, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{Limit: 3})
+	if len(page) != 3 || page[0].Info.ID != ids[7] || page[2].Info.ID != ids[9] {
+		t.Fatalf("last page wrong: %d", len(page))
+	}
+	page, _ = s.Messages(ctx(t), sess.ID, store.MessageQuery{Limit: 3, Before: ids[7]})
+	if len(page) != 3 || page[0].Info.ID != ids[4] || page[2].Info.ID != ids[6] {
+		t.Fatalf("previous page wrong")
+	}
+	if page[0].Parts == nil {
+		t.Error("parts must be an empty list, not null")
+	}
+}
+
+func newRun(sessionID, state string, created int64) core.Run {
+	return core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: state, Time: core.RunTime{Created: created}}
+}
+
+func testRunsAndStatus(t *testing.T, s store.Store, _ func() store.Store) {
+	now := time.Now().UnixMilli()
+	sess := NewSession("/a", now)
+	insertSession(t, s, sess)
+	st, err := store.Status(ctx(t), s, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(core.SessionStatus{Type: core.StatusIdle}, st); diff != "" {
+		t.Errorf("never-ran status (-want +got):\n%s", diff)
+	}
+	if _, err := store.Status(ctx(t), s, "ses_nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("status of missing session: err = %v, want ErrNotFound", err)
+	}
+	r1 := newRun(sess.ID, core.RunRunning, now)
+	r2 := newRun(sess.ID, core.RunQueued, now+1)
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.InsertRun(ctx(t), r1); err != nil {
+			return err
+		}
+		return tx.InsertRun(ctx(t), r2)
+	})
+	st, _ = store.Status(ctx(t), s, sess.ID)
+	if st.Type != core.StatusBusy || st.RunID != r1.ID {
+		t.Errorf("status with running run = %+v", st)
+	}
+	r1.State, r1.Attempt, r1.RetryMessage, r1.NextRetry = core.RunRetrying, 2, "rate limited", now+2000
+	mustTx(t, s, func(tx store.Tx) error { return tx.UpdateRun(ctx(t), r1) })
+	st, _ = store.Status(ctx(t), s, sess.ID)
+	if diff := cmp.Diff(core.SessionStatus{Type: core.StatusRetry, RunID: r1.ID, Attempt: 2, Message: "rate limited", Next: now + 2000}, st); diff != "" {
+		t.Errorf("retry status (-want +got):\n%s", diff)
+	}
+	r1.State, r1.Reason, r1.Error, r1.Time.Ended = core.RunFailed, core.ReasonRetriesExhausted, core.NewError("APIError", "429"), now+10
+	r2.State, r2.Time.Ended = core.RunSucceeded, now+20
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.UpdateRun(ctx(t), r1); err != nil {
+			return err
+		}
+		return tx.UpdateRun(ctx(t), r2)
+	})
+	st, _ = store.Status(ctx(t), s, sess.ID)
+	want := core.SessionStatus{Type: core.StatusIdle, Last: &core.LastRun{RunID: r2.ID, Outcome: core.RunSucceeded, Time: now + 20}}
+	if diff := cmp.Diff(want, st); diff != "" {
+		t.Errorf("idle status (-want +got):\n%s", diff)
+	}
+	runs, _ := s.Runs(ctx(t), sess.ID, 0)
+	if len(runs) != 2 || runs[0].ID != r2.ID {
+		t.Errorf("runs not newest first")
+	}
+	got, err := s.Run(ctx(t), r1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r1, got); diff != "" {
+		t.Errorf("run round trip (-want +got):\n%s", diff)
+	}
+}
+
+func testActiveStatuses(t *testing.T, s store.Store, _ func() store.Store) {
+	now := time.Now().UnixMilli()
+	busy := map[string]bool{}
+	for i := range 6 {
+		sess := NewSession("/a", now)
+		insertSession(t, s, sess)
+		state := core.RunSucceeded
+		if i%2 == 0 {
+			state = core.RunRunning
+			busy[sess.ID] = true
+		}
+		r := newRun(sess.ID, state, now)
+		if state == core.RunSucceeded {
+			r.Time.Ended = now
+		}
+		mustTx(t, s, func(tx store.Tx) error { return tx.InsertRun(ctx(t), r) })
+	}
+	m, err := store.ActiveStatuses(ctx(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != len(busy) {
+		t.Errorf("active statuses = %d, want %d", len(m), len(busy))
+	}
+	for id, st := range m {
+		if !busy[id] || st.Type != core.StatusBusy {
+			t.Errorf("session %s: %+v", id, st)
+		}
+	}
+}
+
+func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
+	var mu sync.Mutex
+	var published []core.Event
+	s.SetCommitHook(func(evs []core.Event) {
+		mu.Lock()
+		published = append(published, evs...)
+		mu.Unlock()
+	})
+	_, before, err := s.EventBounds(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		mustTx(t, s, func(tx store.Tx) error {
+			for j := range 3 {
+				sid := fmt.Sprintf("ses_%d", j)
+				if _, err := tx.AppendEvent(ctx(t), core.MustEvent(sid, "test.event", map[string]int{"i": i, "j": j})); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	evs, err := s.Events(ctx(t), store.EventQuery{After: before, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 60 {
+		t.Fatalf("got %d events, want 60", len(evs))
+	}
+	for i, ev := range evs {
+		if ev.Seq != before+int64(i)+1 {
+			t.Fatalf("event %d has seq %d, want %d (dense, ordered)", i, ev.Seq, before+int64(i)+1)
+		}
+		if ev.ID != core.SeqID(ev.Seq) || ev.Time < 1e12 {
+			t.Errorf("event %d: id %q time %d", i, ev.ID, ev.Time)
+		}
+	}
+	mu.Lock()
+	if len(published) != 60 || published[0].Seq != evs[0].Seq || published[59].Seq != evs[59].Seq {
+		t.Errorf("commit hook saw %d events", len(published))
+	}
+	mu.Unlock()
+	one, _ := s.Events(ctx(t), store.EventQuery{After: before, SessionID: "ses_1"})
+	if len(one) != 20 {
+		t.Errorf("session filter: %d events, want 20", len(one))
+	}
+	page, _ := s.Events(ctx(t), store.EventQuery{After: evs[10].Seq, Limit: 5})
+	if len(page) != 5 || page[0].Seq != evs[11].Seq {
+		t.Errorf("paging after %d wrong", evs[10].Seq)
+	}
+	var props map[string]int
+	if err := json.Unmarshal(evs[4].Properties, &props); err != nil || props["i"] != 1 || props["j"] != 1 {
+		t.Errorf("properties round trip: %s", evs[4].Properties)
+	}
+}
+
+func testRollback(t *testing.T, s store.Store, _ func() store.Store) {
+	hooked := 0
+	s.SetCommitHook(func(evs []core.Event) { hooked += len(evs) })
+	_, last, _ := s.EventBounds(ctx(t))
+	sess := NewSession("/a", time.Now().UnixMilli())
+	boom := errors.New("boom")
+	err := s.Tx(ctx(t), func(tx store.Tx) error {
+		if err := tx.InsertSession(ctx(t), sess); err != nil {
+			return err
+		}
+		if _, err := tx.AppendEvent(ctx(t), core.MustEvent(sess.ID, core.EventSessionCreated, sess)); err != nil {
+			return err
+		}
+		// The transaction sees its own writes.
+		if _, err := tx.Session(ctx(t), sess.ID); err != nil {
+			return fmt.Errorf("read own write: %w", err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("tx err = %v, want boom", err)
+	}
+	if _, err := s.Session(ctx(t), sess.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Error("rolled back session is visible")
+	}
+	evs, _ := s.Events(ctx(t), store.EventQuery{After: last})
+	if len(evs) != 0 || hooked != 0 {
+		t.Errorf("rolled back event leaked: %d stored, %d published", len(evs), hooked)
+	}
+}
+
+func testPrune(t *testing.T, s store.Store, _ func() store.Store) {
+	_, base, _ := s.EventBounds(ctx(t))
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	mustTx(t, s, func(tx store.Tx) error {
+		for i := range 10 {
+			ev := core.MustEvent("ses_x", "test", i)
+			if i < 4 {
+				ev.Time = old
+			}
+			if _, err := tx.AppendEvent(ctx(t), ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	n, err := s.PruneEvents(ctx(t), time.Now().Add(-time.Minute).UnixMilli(), 0)
+	if err != nil || n != 4 {
+		t.Fatalf("prune by age: n=%d err=%v, want 4", n, err)
+	}
+	first, last, _ := s.EventBounds(ctx(t))
+	if first != base+5 || last != base+10 {
+		t.Errorf("bounds after age prune = %d..%d, want %d..%d", first, last, base+5, base+10)
+	}
+	n, err = s.PruneEvents(ctx(t), 0, 2)
+	if err != nil || n != 4 {
+		t.Fatalf("prune by count: n=%d err=%v, want 4", n, err)
+	}
+	first, last, _ = s.EventBounds(ctx(t))
+	if first != base+9 || last != base+10 {
+		t.Errorf("bounds after count prune = %d..%d", first, last)
+	}
+	// Seq is never reused, even when the log is emptied.
+	_, _ = s.PruneEvents(ctx(t), time.Now().Add(time.Hour).UnixMilli(), 0)
+	first, last, _ = s.EventBounds(ctx(t))
+	if first != last+1 || last != base+10 {
+		t.Errorf("bounds of empty log = %d..%d", first, last)
+	}
+	var seq int64
+	mustTx(t, s, func(tx store.Tx) error {
+		var err error
+		seq, err = tx.AppendEvent(ctx(t), core.MustEvent("ses_x", "test", 0))
+		return err
+	})
+	if seq != base+11 {
+		t.Errorf("seq after emptying = %d, want %d", seq, base+11)
+	}
+}
+
+func testDeleteCascades(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	u := userMessage(sess.ID)
+	r := newRun(sess.ID, core.RunSucceeded, time.Now().UnixMilli())
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.InsertMessage(ctx(t), u); err != nil {
+			return err
+		}
+		if err := tx.PutPart(ctx(t), textPart(u, "x")); err != nil {
+			return err
+		}
+		return tx.InsertRun(ctx(t), r)
+	})
+	mustTx(t, s, func(tx store.Tx) error { return tx.DeleteSession(ctx(t), sess.ID) })
+	if _, err := s.Run(ctx(t), r.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("run survived session delete: %v", err)
+	}
+	msgs, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{})
+	if len(msgs) != 0 {
+		t.Errorf("messages survived session delete")
+	}
+	err := s.Tx(ctx(t), func(tx store.Tx) error { return tx.DeleteSession(ctx(t), sess.ID) })
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second delete: err = %v, want ErrNotFound", err)
+	}
+}
+
+func testReopen(t *testing.T, s store.Store, reopen func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	u := userMessage(sess.ID)
+	var seq int64
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.InsertSession(ctx(t), sess); err != nil {
+			return err
+		}
+		if err := tx.InsertMessage(ctx(t), u); err != nil {
+			return err
+		}
+		var err error
+		seq, err = tx.AppendEvent(ctx(t), core.MustEvent(sess.ID, core.EventSessionCreated, sess))
+		return err
+	})
+	s2 := reopen()
+	if _, err := s2.Session(ctx(t), sess.ID); err != nil {
+		t.Fatalf("session after reopen: %v", err)
+	}
+	msgs, _ := s2.Messages(ctx(t), sess.ID, store.MessageQuery{})
+	if len(msgs) != 1 {
+		t.Errorf("messages after reopen: %d", len(msgs))
+	}
+	_, last, _ := s2.EventBounds(ctx(t))
+	if last != seq {
+		t.Errorf("last seq after reopen = %d, want %d", last, seq)
+	}
+}
+
+func testConcurrentWriters(t *testing.T, s store.Store, _ func() store.Store) {
+	var mu sync.Mutex
+	var seqs []int64
+	s.SetCommitHook(func(evs []core.Event) {
+		mu.Lock()
+		for _, e := range evs {
+			seqs = append(seqs, e.Seq)
+		}
+		mu.Unlock()
+	})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				err := s.Tx(ctx(t), func(tx store.Tx) error {
+					_, err := tx.AppendEvent(ctx(t), core.MustEvent("ses_c", "test", w*100+i))
+					return err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seqs) != 200 {
+		t.Fatalf("published %d events, want 200", len(seqs))
+	}
+	// The hook sees commits in seq order with no holes: the event hub
+	// depends on it.
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] != seqs[i-1]+1 {
+			t.Fatalf("hook order broken at %d: %d after %d", i, seqs[i], seqs[i-1])
+		}
+	}
+}
