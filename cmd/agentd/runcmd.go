@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/core"
+)
+
+// cmdRun sends one prompt and streams the answer: text to stdout, tool
+// activity to stderr. Ctrl-C aborts the run. Without --url it runs an
+// embedded server on the default database.
+func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	url := fs.String("url", os.Getenv("AGENTD_URL"), "server URL (empty: embedded server)")
+	db := fs.String("db", defaultDBPath(), "database of the embedded server")
+	sessionID := fs.String("session", "", "continue this session (default: a new one)")
+	model := fs.String("model", "", "provider/model to use")
+	busy := fs.String("busy", "", "busy policy: steer, queue, reject, interrupt")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, `usage: agentd run [--url URL] [--session ID] [--model P/M] "prompt"`)
+		return exitError{2}
+	}
+	prompt := strings.Join(fs.Args(), " ")
+	base := *url
+	if base == "" {
+		wd, _ := os.Getwd()
+		a, err := app.Start(context.WithoutCancel(ctx), app.Config{DBPath: *db, Host: "127.0.0.1", Port: 0,
+			Version: version, Directory: wd, Security: serverSecurityLoopback(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return err
+		}
+		defer a.Stop(context.Background())
+		base = a.URL()
+	}
+	c := newClient(base)
+	// Detach from the signal context: the first Ctrl-C aborts the run and
+	// we still want to see it end.
+	work := context.WithoutCancel(ctx)
+	sid := *sessionID
+	if sid == "" {
+		s, err := c.CreateSession(work, "", "")
+		if err != nil {
+			return err
+		}
+		sid = s.ID
+	}
+	p := client.Prompt{Text: prompt, MessageID: core.NewID(core.PrefixMessage, false), Busy: *busy}
+	if *model != "" {
+		prov, mod, ok := strings.Cut(*model, "/")
+		if !ok {
+			return fmt.Errorf("--model: want provider/model, got %q", *model)
+		}
+		p.Model = &client.ModelRef{ProviderID: prov, ModelID: mod}
+	}
+
+	streamCtx, cancelStream := context.WithCancel(work)
+	defer cancelStream()
+	connected := make(chan struct{})
+	result := make(chan core.IdleEventProps, 1)
+	streamErr := make(chan error, 1)
+	go func() {
+		streamErr <- c.Events(streamCtx, sid, 0, false, newPrinter(p.MessageID, connected, result).handle)
+	}()
+	select {
+	case <-connected:
+	case err := <-streamErr:
+		return fmt.Errorf("subscribe to events: %w", err)
+	}
+	if err := c.SendAsync(work, sid, p); err != nil {
+		return err
+	}
+	aborted := false
+	for {
+		select {
+		case idle := <-result:
+			fmt.Println()
+			if idle.Error != nil && idle.Outcome != core.RunSucceeded {
+				fmt.Fprintf(os.Stderr, "run %s %s (%s): %s\n", idle.RunID, idle.Outcome, idle.Reason, idle.Error.Data.Message)
+			}
+			switch idle.Outcome {
+			case core.RunSucceeded:
+				return nil
+			case core.RunInterrupted:
+				return exitError{130}
+			default:
+				return exitError{1}
+			}
+		case err := <-streamErr:
+			if err == nil {
+				err = errors.New("event stream ended")
+			}
+			return err
+		case <-ctx.Done():
+			if aborted {
+				continue
+			}
+			aborted = true
+			stopSignals()
+			fmt.Fprintln(os.Stderr, "\naborting…")
+			if _, err := c.Abort(work, sid); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// printer turns a session's event stream into terminal output.
+type printer struct {
+	messageID string
+	runID     string
+	connected chan struct{}
+	result    chan core.IdleEventProps
+	printed   map[string]int // part id → bytes of text printed
+	tools     map[string]string
+}
+
+func newPrinter(messageID string, connected chan struct{}, result chan core.IdleEventProps) *printer {
+	return &printer{messageID: messageID, connected: connected, result: result, printed: map[string]int{}, tools: map[string]string{}}
+}
+
+func (p *printer) handle(ev client.Event) error {
+	switch ev.Type {
+	case core.EventServerConnected:
+		close(p.connected)
+	case core.EventMessageUpdated:
+		var v struct {
+			Info core.Message `json:"info"`
+		}
+		if json.Unmarshal(ev.Properties, &v) == nil && v.Info.ID == p.messageID {
+			p.runID = v.Info.RunID
+		}
+	case core.EventPartDelta:
+		var d struct {
+			MessageID, PartID, Field, Delta string
+		}
+		if json.Unmarshal(ev.Properties, &d) == nil && d.Field == "text" {
+			fmt.Print(d.Delta)
+			p.printed[d.PartID] += len(d.Delta)
+		}
+	case core.EventPartUpdated:
+		var v struct {
+			Part core.Part `json:"part"`
+		}
+		if json.Unmarshal(ev.Properties, &v) != nil || v.Part.MessageID == p.messageID {
+			return nil
+		}
+		switch v.Part.Type {
+		case core.PartText:
+			// Print what the live deltas did not (they may be dropped).
+			if n := p.printed[v.Part.ID]; n < len(v.Part.Text) {
+				fmt.Print(v.Part.Text[n:])
+				p.printed[v.Part.ID] = len(v.Part.Text)
+			}
+		case core.PartTool:
+			st := v.Part.State.Status
+			if p.tools[v.Part.ID] == st {
+				return nil
+			}
+			p.tools[v.Part.ID] = st
+			switch st {
+			case core.ToolRunning:
+				fmt.Fprintf(os.Stderr, "⚙ %s %s\n", v.Part.Tool, compact(v.Part.State.Input))
+			case core.ToolCompleted:
+				fmt.Fprintf(os.Stderr, "✓ %s\n", v.Part.Tool)
+			case core.ToolError:
+				fmt.Fprintf(os.Stderr, "✗ %s: %s\n", v.Part.Tool, v.Part.State.Error)
+			}
+		}
+	case core.EventSessionIdle:
+		var idle core.IdleEventProps
+		if json.Unmarshal(ev.Properties, &idle) == nil && idle.RunID != "" && idle.RunID == p.runID {
+			p.result <- idle
+			return errors.New("done")
+		}
+	}
+	return nil
+}
+
+func compact(b json.RawMessage) string {
+	s := string(b)
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+

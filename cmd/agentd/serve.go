@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/server"
+)
+
+// defaultDBPath is agentd.db under the user's data directory.
+func defaultDBPath() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "agentd", "agentd.db")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "agentd", "agentd.db")
+	}
+	return "agentd.db"
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+func cmdServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	host := fs.String("hostname", "127.0.0.1", "address to listen on")
+	port := fs.Int("port", 4096, "port to listen on (0 picks a free one)")
+	db := fs.String("db", defaultDBPath(), "SQLite database file")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	resume := fs.Bool("resume", true, "resume runs cut off by a crash or restart (false: end them interrupted)")
+	maxSteps := fs.Int("max-steps", 50, "steps after which a run ends failed/max_steps")
+	if err := fs.Parse(args); err != nil {
+		return exitError{2}
+	}
+	lvl, err := parseLevel(*level)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	sec, err := securityFromEnv(*host)
+	if err != nil {
+		return err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	cfg := app.Config{
+		DBPath: *db, Host: *host, Port: *port, Version: version, Directory: wd,
+		Security: sec, Logger: log,
+	}
+	cfg.Engine.Resume = *resume
+	cfg.Engine.MaxSteps = *maxSteps
+	start := time.Now()
+	a, err := app.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("agentd listening", "url", a.URL(), "db", *db, "version", version, "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("model: agentd/scripted (offline, driven by directives such as reply:TEXT); configure a real provider in agentd.json")
+	<-ctx.Done()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return a.Stop(sctx)
+}
+
+// securityFromEnv builds the access policy: a password from the
+// environment enables basic auth; a non-loopback address requires one.
+func securityFromEnv(host string) (server.Security, error) {
+	sec := server.Security{
+		Password: firstEnv("AGENTD_SERVER_PASSWORD", "OPENCODE_SERVER_PASSWORD"),
+		Username: firstEnv("AGENTD_SERVER_USERNAME", "OPENCODE_SERVER_USERNAME"),
+	}
+	loop := server.IsLoopbackHost(host)
+	sec.LoopbackOnly = loop
+	if !loop && sec.Password == "" {
+		return sec, fmt.Errorf("refusing to listen on %s without a password: set AGENTD_SERVER_PASSWORD (HTTP basic auth), or listen on 127.0.0.1", host)
+	}
+	return sec, nil
+}
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := strings.TrimSpace(os.Getenv(n)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func serverSecurityLoopback() server.Security { return server.Security{LoopbackOnly: true} }

@@ -1,0 +1,190 @@
+// Package app assembles agentd: store, event hub, engine and HTTP API, with
+// one lifecycle. The CLI's serve command and the end-to-end tests both use
+// it, so what is tested is what runs.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/internal/engine"
+	"github.com/agentd/agentd/internal/events"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/scripted"
+	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/sqlite"
+	"github.com/agentd/agentd/internal/tool"
+)
+
+// Config is everything needed to run one agentd node.
+type Config struct {
+	// DBPath is the SQLite database file.
+	DBPath string
+	// SQLiteSynchronous overrides synchronous=FULL (tests, benchmarks).
+	SQLiteSynchronous string
+	// Host and Port to listen on; Port 0 picks a free port.
+	Host string
+	Port int
+	// Version is reported by /global/health and stored on sessions.
+	Version string
+	// Directory is the default workspace of new sessions.
+	Directory string
+	Security  server.Security
+	Heartbeat time.Duration
+	Engine    engine.Config
+	// Models resolves model references; nil means only agentd/scripted.
+	Models *llm.Registry
+	// Tools offered to models; nil means the built-in set.
+	Tools *tool.Registry
+	// EventMaxAge and EventMaxCount bound the event log (0: defaults of
+	// 7 days and 1,000,000 events).
+	EventMaxAge   time.Duration
+	EventMaxCount int
+	Logger        *slog.Logger
+}
+
+// App is a running agentd node.
+type App struct {
+	cfg    Config
+	Store  store.Store
+	Hub    *events.Hub
+	Engine *engine.Engine
+	API    *server.Server
+
+	ln      net.Listener
+	http    *http.Server
+	baseCtx context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+	stopErr error
+}
+
+// Start opens the store, recovers runs, and starts serving. By the time it
+// returns, status reflects the store and the listener accepts requests.
+func Start(ctx context.Context, cfg Config) (*App, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.EventMaxAge == 0 {
+		cfg.EventMaxAge = 7 * 24 * time.Hour
+	}
+	if cfg.EventMaxCount == 0 {
+		cfg.EventMaxCount = 1_000_000
+	}
+	if cfg.Models == nil {
+		cfg.Models = llm.NewRegistry()
+	}
+	if _, _, err := cfg.Models.Resolve(cfg.Engine.DefaultModel); cfg.Engine.DefaultModel.ProviderID == "" || err != nil {
+		if cfg.Engine.DefaultModel.ProviderID != "" {
+			return nil, fmt.Errorf("default model %s/%s: %w", cfg.Engine.DefaultModel.ProviderID, cfg.Engine.DefaultModel.ModelID, err)
+		}
+	}
+	if _, _, err := cfg.Models.Resolve(scriptedRef); err != nil {
+		cfg.Models.Add(scripted.ProviderID, &scripted.Model{}, nil)
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = tool.NewRegistry()
+	}
+	cfg.Engine.Logger = cfg.Logger
+
+	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
+	if err != nil {
+		return nil, err
+	}
+	_, last, err := st.EventBounds(ctx)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("read event log: %w", err)
+	}
+	hub := events.NewHub(st, last, 0)
+	st.SetCommitHook(hub.Publish)
+	eng := engine.New(st, hub, cfg.Models, cfg.Tools, cfg.Engine)
+	if err := eng.Start(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	api := server.New(st, eng, hub, server.Config{
+		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
+		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger,
+	})
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		eng.Stop()
+		st.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, ln: ln}
+	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	a.http = &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return a.baseCtx },
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Logger.Error("http server", "err", err)
+		}
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.prune()
+	}()
+	return a, nil
+}
+
+// URL is the base URL the node listens on.
+func (a *App) URL() string { return "http://" + a.ln.Addr().String() }
+
+// Addr is the listener's address.
+func (a *App) Addr() net.Addr { return a.ln.Addr() }
+
+// prune enforces event retention until the app stops.
+func (a *App) prune() {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		cutoff := time.Now().Add(-a.cfg.EventMaxAge).UnixMilli()
+		if n, err := a.Store.PruneEvents(a.baseCtx, cutoff, a.cfg.EventMaxCount); err != nil && a.baseCtx.Err() == nil {
+			a.cfg.Logger.Warn("prune events", "err", err)
+		} else if n > 0 {
+			a.cfg.Logger.Debug("pruned events", "count", n)
+		}
+		select {
+		case <-a.baseCtx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Stop shuts the node down gracefully: in-flight requests and event streams
+// end, runs stop at a safe boundary and stay resumable, and the store is
+// closed cleanly. It is idempotent.
+func (a *App) Stop(ctx context.Context) error {
+	a.once.Do(func() {
+		a.http.SetKeepAlivesEnabled(false)
+		a.cancel()
+		a.Engine.Stop()
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		err := a.http.Shutdown(sctx)
+		if err != nil {
+			err = errors.Join(err, a.http.Close())
+		}
+		a.wg.Wait()
+		a.stopErr = errors.Join(err, a.Store.Close())
+	})
+	return a.stopErr
+}

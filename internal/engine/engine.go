@@ -1,0 +1,431 @@
+// Package engine runs agent loops. It admits prompts into durable runs,
+// executes each run (model step, tool calls, model step …), writes every
+// change together with the events that describe it, and ends every run
+// exactly once with an outcome.
+//
+// Status is never kept here: it is derived from the run rows in the store.
+// The engine's in-memory state is only what it must hold to act — cancel
+// functions of the runs executing in this process.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/events"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/tool"
+)
+
+// Errors returned to callers that decide what to tell a client.
+var (
+	// ErrBusy means the session is running and the busy policy is reject.
+	ErrBusy = errors.New("session is busy")
+	// ErrClosed means the engine is shutting down and admits nothing.
+	ErrClosed = errors.New("server is shutting down")
+	// ErrMessageConflict means a client messageID is already used by
+	// another session.
+	ErrMessageConflict = errors.New("message id already used by another session")
+)
+
+// InputError is a prompt the engine refuses because of its content.
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return e.Msg }
+
+// Busy policies for a prompt sent while a run is active.
+const (
+	PolicySteer     = "steer"
+	PolicyQueue     = "queue"
+	PolicyReject    = "reject"
+	PolicyInterrupt = "interrupt"
+)
+
+// ValidPolicy reports whether p names a busy policy ("" is the default).
+func ValidPolicy(p string) bool {
+	switch p {
+	case "", PolicySteer, PolicyQueue, PolicyReject, PolicyInterrupt:
+		return true
+	}
+	return false
+}
+
+// Models resolves a model reference to a provider and the name the
+// provider knows the model by.
+type Models interface {
+	Resolve(ref core.ModelRef) (llm.Provider, string, error)
+}
+
+// RetryPolicy bounds retries of retryable provider errors.
+type RetryPolicy struct {
+	MaxAttempts int           // total tries of one step; default 6
+	MaxElapsed  time.Duration // default 10 min
+	Base        time.Duration // first backoff; default 2 s
+	Cap         time.Duration // longest backoff; default 30 s
+}
+
+// Config tunes the engine.
+type Config struct {
+	MaxSteps      int           // default 50
+	FlushInterval time.Duration // streamed text is persisted at least this often; default 250 ms
+	Retry         RetryPolicy
+	DefaultModel  core.ModelRef
+	// Resume makes Start resume runs cut off by a crash or restart; when
+	// false they end interrupted with reason server_restart.
+	Resume bool
+	// MaxResumes ends a run failed/crash_loop when it has been resumed more
+	// often than this without completing a step; default 3.
+	MaxResumes int
+	// ShutdownGrace bounds how long Stop waits for runs to reach a safe
+	// boundary; default 5 s.
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = 50
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = 250 * time.Millisecond
+	}
+	if c.Retry.MaxAttempts <= 0 {
+		c.Retry.MaxAttempts = 6
+	}
+	if c.Retry.MaxElapsed <= 0 {
+		c.Retry.MaxElapsed = 10 * time.Minute
+	}
+	if c.Retry.Base <= 0 {
+		c.Retry.Base = 2 * time.Second
+	}
+	if c.Retry.Cap <= 0 {
+		c.Retry.Cap = 30 * time.Second
+	}
+	if c.MaxResumes <= 0 {
+		c.MaxResumes = 3
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 5 * time.Second
+	}
+	if c.DefaultModel.ProviderID == "" {
+		c.DefaultModel = core.ModelRef{ProviderID: "agentd", ModelID: "scripted"}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Engine executes runs.
+type Engine struct {
+	cfg    Config
+	st     store.Store
+	hub    *events.Hub
+	models Models
+	tools  *tool.Registry
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	started  bool
+	closing  bool
+	handles  map[string]*handle // runs executing here, by run id
+	sessions map[string]bool    // sessions with a local executor
+	waiters  map[string]*waiter // run id → waiters for its end
+	baseCtx  context.Context
+	cancel   context.CancelCauseFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+type handle struct {
+	run    string
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+type waiter struct {
+	ch   chan struct{}
+	refs int
+}
+
+// abortCause is the cancel cause of a run that must end interrupted.
+type abortCause struct{ reason string }
+
+func (a *abortCause) Error() string { return "run " + a.reason }
+
+// errShutdown is the cancel cause of runs stopped by a graceful shutdown;
+// they stay non-terminal so that the next start resumes them.
+var errShutdown = errors.New("server shutting down")
+
+// New returns an engine. Call Start before admitting prompts.
+func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, cfg Config) *Engine {
+	cfg.setDefaults()
+	if tools == nil {
+		tools = tool.NewRegistry()
+	}
+	return &Engine{
+		cfg: cfg, st: st, hub: hub, models: models, tools: tools,
+		log:      cfg.Logger.With("component", "engine"),
+		handles:  make(map[string]*handle),
+		sessions: make(map[string]bool),
+		waiters:  make(map[string]*waiter),
+	}
+}
+
+// Start recovers runs left non-terminal by a previous process, then begins
+// executing. It returns once recovery has been written, so a server that
+// starts listening afterwards never reports a stale status.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return errors.New("engine already started")
+	}
+	e.started = true
+	e.baseCtx, e.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	e.mu.Unlock()
+	sessions, err := e.recover(ctx)
+	if err != nil {
+		return fmt.Errorf("recover runs: %w", err)
+	}
+	for _, s := range sessions {
+		e.kick(s)
+	}
+	return nil
+}
+
+// Stop stops admitting prompts, asks every local run to reach a safe
+// boundary and waits for them (bounded by ShutdownGrace). Runs stopped this
+// way stay non-terminal for the next start to resume. Stop is idempotent
+// and safe before Start.
+func (e *Engine) Stop() {
+	e.stopOnce.Do(func() {
+		e.mu.Lock()
+		e.closing = true
+		cancel := e.cancel
+		e.mu.Unlock()
+		if cancel == nil {
+			return
+		}
+		cancel(errShutdown)
+		done := make(chan struct{})
+		go func() { e.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(e.cfg.ShutdownGrace):
+			e.log.Warn("runs did not stop within the shutdown grace period")
+			<-done
+		}
+	})
+}
+
+func (e *Engine) now() int64 { return time.Now().UnixMilli() }
+
+// kick starts the session's next run on this node unless one is already
+// executing here.
+func (e *Engine) kick(sessionID string) {
+	e.mu.Lock()
+	if e.closing || !e.started || e.sessions[sessionID] {
+		e.mu.Unlock()
+		return
+	}
+	e.sessions[sessionID] = true
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go e.drive(sessionID)
+}
+
+// drive executes the session's non-terminal runs one after another.
+func (e *Engine) drive(sessionID string) {
+	defer e.wg.Done()
+	for {
+		run, ok := e.nextRun(sessionID)
+		if !ok {
+			return
+		}
+		e.execute(run)
+	}
+}
+
+// nextRun returns the session's oldest non-terminal run, or releases the
+// session and returns false when there is none (or the engine is closing).
+func (e *Engine) nextRun(sessionID string) (core.Run, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	runs, err := e.st.ActiveRuns(ctx, sessionID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.log.Error("list active runs", "session", sessionID, "err", err)
+	}
+	if err != nil || len(runs) == 0 || e.closing {
+		delete(e.sessions, sessionID)
+		return core.Run{}, false
+	}
+	return runs[0], true
+}
+
+// register makes a run abortable locally.
+func (e *Engine) register(runID string) (context.Context, *handle) {
+	ctx, cancel := context.WithCancelCause(e.baseCtx)
+	h := &handle{run: runID, cancel: cancel, done: make(chan struct{})}
+	e.mu.Lock()
+	e.handles[runID] = h
+	e.mu.Unlock()
+	return ctx, h
+}
+
+func (e *Engine) unregister(h *handle) {
+	e.mu.Lock()
+	delete(e.handles, h.run)
+	e.mu.Unlock()
+	h.cancel(nil)
+	close(h.done)
+}
+
+// runEnded wakes everyone waiting for the run.
+func (e *Engine) runEnded(runID string) {
+	e.mu.Lock()
+	if w, ok := e.waiters[runID]; ok {
+		close(w.ch)
+		delete(e.waiters, runID)
+	}
+	e.mu.Unlock()
+}
+
+// WaitRun blocks until the run is terminal or ctx ends, and returns the run.
+func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
+	e.mu.Lock()
+	w, ok := e.waiters[runID]
+	if !ok {
+		w = &waiter{ch: make(chan struct{})}
+		e.waiters[runID] = w
+	}
+	w.refs++
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		w.refs--
+		if w.refs == 0 && e.waiters[runID] == w {
+			delete(e.waiters, runID)
+		}
+		e.mu.Unlock()
+	}()
+	// A slow poll covers runs that end on another node or were ended before
+	// the waiter registered.
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		run, err := e.st.Run(ctx, runID)
+		if err != nil {
+			return run, err
+		}
+		if core.TerminalState(run.State) {
+			return run, nil
+		}
+		select {
+		case <-ctx.Done():
+			return run, ctx.Err()
+		case <-w.ch:
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitIdle blocks until the session is idle (or, with runID, until that
+// run ended) and returns the session's status. When ctx ends first it
+// returns the current status and ctx's error.
+func (e *Engine) WaitIdle(ctx context.Context, sessionID, runID string) (core.SessionStatus, error) {
+	for {
+		_, changed := e.hub.Head()
+		st, err := store.Status(ctx, e.st, sessionID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
+			return st, err
+		}
+		if runID != "" {
+			run, err := e.st.Run(ctx, runID)
+			if err != nil {
+				return st, err
+			}
+			if run.SessionID != sessionID {
+				return st, store.ErrNotFound
+			}
+			if core.TerminalState(run.State) {
+				return st, nil
+			}
+		} else if st.Type == core.StatusIdle {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			// Report the status as of now, on a context that still works.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			st, err := store.Status(rctx, e.st, sessionID)
+			if err != nil {
+				return st, err
+			}
+			return st, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Abort ends every non-terminal run of the session interrupted/aborted and
+// reports whether there was one. It returns once the runs have ended (or
+// after a bounded wait).
+func (e *Engine) Abort(ctx context.Context, sessionID string) (bool, error) {
+	if _, err := e.st.Session(ctx, sessionID); err != nil {
+		return false, err
+	}
+	runs, err := e.st.ActiveRuns(ctx, sessionID)
+	if err != nil {
+		return false, err
+	}
+	if len(runs) == 0 {
+		return false, nil
+	}
+	// Queued runs first, so that ending the running one does not start them.
+	for i := len(runs) - 1; i >= 0; i-- {
+		if err := e.abortRun(ctx, runs[i].ID, core.ReasonAborted); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// abortRun ends one run interrupted with the given reason.
+func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
+	for range 100 {
+		e.mu.Lock()
+		h := e.handles[runID]
+		e.mu.Unlock()
+		if h != nil {
+			h.cancel(&abortCause{reason: reason})
+			select {
+			case <-h.done:
+				return nil
+			case <-time.After(5 * time.Second):
+				return fmt.Errorf("abort run %s: run did not stop", runID)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		// Not executing here: end it directly if it is still queued.
+		done, err := e.finishQueued(ctx, runID, reason)
+		if err != nil || done {
+			return err
+		}
+		// It started in between; its handle is registered now.
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("abort run %s: could not reach the run", runID)
+}

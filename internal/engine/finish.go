@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// errSteered means a message joined the run just as it was about to end;
+// the run goes on to answer it.
+var errSteered = errors.New("run received a new message")
+
+// finish writes a run's end in one transaction: the run row, the last
+// assistant message, the idle part, and the status and idle events. A run
+// that has already ended is left alone, so a run ends exactly once.
+func (e *Engine) finish(ctx context.Context, runID string, o outcome, s *step) error {
+	return e.st.Tx(ctx, func(tx store.Tx) error {
+		run, err := tx.Run(ctx, runID)
+		if err != nil {
+			return err
+		}
+		if core.TerminalState(run.State) {
+			return nil
+		}
+		if o.state == core.RunSucceeded && s != nil {
+			more, err := unansweredTx(ctx, tx, run, s.msg.ID)
+			if err != nil {
+				return err
+			}
+			if more {
+				return errSteered
+			}
+		}
+		return e.finishTx(ctx, tx, run, o, s)
+	})
+}
+
+// finishQueued ends a run that no executor has picked up. done is false when
+// the run is executing somewhere and must be stopped through its handle.
+func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done bool, err error) {
+	err = e.st.Tx(ctx, func(tx store.Tx) error {
+		run, err := tx.Run(ctx, runID)
+		if err != nil {
+			return err
+		}
+		if core.TerminalState(run.State) {
+			done = true
+			return nil
+		}
+		if run.State != core.RunQueued {
+			return nil
+		}
+		done = true
+		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: reason,
+			err: core.NewError("MessageAbortedError", "The operation was aborted.")}, nil)
+	})
+	if err == nil && done {
+		e.runEnded(runID)
+	}
+	return done, err
+}
+
+func unansweredTx(ctx context.Context, tx store.Tx, run core.Run, stepMsgID string) (bool, error) {
+	msgs, err := tx.Messages(ctx, run.SessionID, store.MessageQuery{Limit: 50})
+	if err != nil {
+		return false, err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i].Info
+		if m.ID == stepMsgID {
+			return false, nil
+		}
+		if m.Role == core.RoleUser && m.RunID == run.ID {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outcome, s *step) error {
+	now := e.now()
+	w := writer{ctx: ctx, tx: tx}
+	var msg *core.Message
+	if s != nil {
+		for _, p := range []*core.Part{s.reasoning, s.text} {
+			if p != nil {
+				if p.Time.End == 0 {
+					p.Time.End = now
+				}
+				w.part(*p)
+			}
+		}
+		for _, p := range s.calls {
+			if p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning {
+				start := p.State.Time.Start
+				if start == 0 {
+					start = now
+				}
+				p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "tool call ended: run " + o.reason,
+					Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
+				w.part(*p)
+			}
+		}
+		m := s.msg
+		msg = &m
+	} else {
+		msgs, err := tx.Messages(ctx, run.SessionID, store.MessageQuery{Limit: 50})
+		if err != nil {
+			return err
+		}
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Info.Role == core.RoleAssistant && msgs[i].Info.RunID == run.ID {
+				m := msgs[i].Info
+				msg = &m
+				break
+			}
+		}
+	}
+	if msg == nil {
+		// The run never started a step (aborted while queued): give it an
+		// assistant message so its end has a place in the transcript.
+		sess, err := tx.Session(ctx, run.SessionID)
+		if err != nil {
+			return err
+		}
+		msg = &core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleAssistant,
+			Created: now, ParentID: run.UserMessageID, ProviderID: run.Model.ProviderID, ModelID: run.Model.ModelID,
+			Mode: "build", Agent: "build", CWD: sess.Directory, Root: sess.Directory, RunID: run.ID}
+	}
+	if o.err != nil && msg.Error == nil {
+		msg.Error = o.err
+	}
+	if msg.Completed == 0 {
+		msg.Completed = now
+	}
+	w.message(*msg)
+	w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: msg.ID, Type: core.PartIdle,
+		RunID: run.ID, Outcome: o.state, Reason: o.reason, Error: o.err, Time: core.PartTime{Start: now}})
+	run.State, run.Reason, run.Error, run.Time.Ended = o.state, o.reason, o.err, now
+	run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = "", 0, "", 0
+	w.run(run)
+	if w.err != nil {
+		return w.err
+	}
+	rest, err := tx.ActiveRuns(ctx, run.SessionID)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 {
+		w.status(run.SessionID, core.StatusOf(nil, &run))
+		w.event(run.SessionID, core.EventSessionIdle, core.IdleEventProps{SessionID: run.SessionID, RunID: run.ID,
+			Outcome: o.state, Reason: o.reason, Error: o.err})
+	} else {
+		// The next queued run takes over: the session stays busy, with a
+		// new run id.
+		w.status(run.SessionID, core.StatusOf(&rest[0], nil))
+	}
+	return w.err
+}
+
+// backoff returns the delay before retry attempt+1: the provider's
+// Retry-After when given, else exponential from Base with ±20 % jitter,
+// capped at Cap.
+func backoff(p RetryPolicy, attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, p.MaxElapsed)
+	}
+	d := p.Base
+	for i := 1; i < attempt && d < p.Cap; i++ {
+		d *= 2
+	}
+	d = min(d, p.Cap)
+	jitter := time.Duration((rand.Float64()*0.4 - 0.2) * float64(d))
+	return d + jitter
+}
+
+// recover repairs runs left non-terminal by a previous process and returns
+// the sessions whose runs must be resumed.
+func (e *Engine) recover(ctx context.Context) ([]string, error) {
+	runs, err := e.st.ActiveRuns(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var sessions []string
+	for _, run := range runs {
+		if !seen[run.SessionID] {
+			seen[run.SessionID] = true
+			sessions = append(sessions, run.SessionID)
+		}
+		if run.State == core.RunQueued {
+			continue
+		}
+		if err := e.st.Tx(ctx, func(tx store.Tx) error { return e.repair(ctx, tx, run) }); err != nil {
+			return nil, err
+		}
+	}
+	return sessions, nil
+}
+
+// repair closes what a crash left open in one run's transcript and decides
+// whether the run resumes.
+func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
+	now := e.now()
+	w := writer{ctx: ctx, tx: tx}
+	msgs, err := tx.Messages(ctx, run.SessionID, store.MessageQuery{Limit: 200})
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Info.Role != core.RoleAssistant || m.Info.RunID != run.ID {
+			continue
+		}
+		for _, p := range m.Parts {
+			switch {
+			case p.Type == core.PartTool && (p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning):
+				start := p.State.Time.Start
+				if start == 0 {
+					start = now
+				}
+				p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input,
+					Error:    "interrupted by server restart; outcome unknown",
+					Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
+				w.part(p)
+			case (p.Type == core.PartText || p.Type == core.PartReasoning) && p.Time.End == 0:
+				p.Time.End = now
+				w.part(p)
+			}
+		}
+		if m.Info.Completed == 0 {
+			info := m.Info
+			info.Completed = now
+			info.Finish = "error"
+			info.Error = core.NewError("MessageInterruptedError", "cut off by server restart")
+			w.message(info)
+		}
+	}
+	if w.err != nil {
+		return w.err
+	}
+	switch {
+	case !e.cfg.Resume:
+		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: core.ReasonServerRestart,
+			err: core.NewError("MessageAbortedError", "run interrupted by server restart")}, nil)
+	case run.Resumes >= e.cfg.MaxResumes:
+		return e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
+			err: core.NewError("UnknownError", "run was resumed too often without completing a step")}, nil)
+	}
+	run.State, run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, core.PhaseRecovering, 0, "", 0
+	run.Resumes++
+	w.run(run)
+	w.status(run.SessionID, core.StatusOf(&run, nil))
+	return w.err
+}

@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// InputPart is one part of a prompt, in opencode's input shapes.
+type InputPart struct {
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	Mime     string `json:"mime,omitempty"`
+	URL      string `json:"url,omitempty"`
+	Filename string `json:"filename,omitempty"`
+}
+
+// PromptInput is a prompt as admitted by the engine.
+type PromptInput struct {
+	// MessageID is the client's id for the user message; sending the same
+	// one twice never creates a second turn.
+	MessageID string
+	Parts     []InputPart
+	Model     *core.ModelRef
+	Agent     string
+	System    string
+	// Policy is the busy policy; "" means steer.
+	Policy string
+	// NoReply records the message without running the model.
+	NoReply bool
+}
+
+// Admission says what became of a prompt.
+type Admission struct {
+	RunID     string
+	MessageID string
+	// Duplicate is true when the messageID had been admitted before.
+	Duplicate bool
+	// Steered is true when the message joined an already running run.
+	Steered bool
+}
+
+// Validate checks a prompt before anything is written.
+func (in *PromptInput) Validate() error {
+	if len(in.Parts) == 0 {
+		return &InputError{"parts: at least one part is required"}
+	}
+	for i, p := range in.Parts {
+		switch p.Type {
+		case core.PartText:
+		case core.PartFile:
+			if p.URL == "" || p.Mime == "" {
+				return &InputError{fmt.Sprintf("parts[%d]: a file part needs mime and url", i)}
+			}
+		default:
+			return &InputError{fmt.Sprintf("parts[%d].type: unsupported part type %q (want text or file)", i, p.Type)}
+		}
+		if p.ID != "" && !core.ValidID(core.PrefixPart, p.ID) {
+			return &InputError{fmt.Sprintf("parts[%d].id: %q is not a part id (prt_…)", i, p.ID)}
+		}
+	}
+	if in.MessageID != "" && !core.ValidID(core.PrefixMessage, in.MessageID) {
+		return &InputError{fmt.Sprintf("messageID: %q is not a message id (msg_…)", in.MessageID)}
+	}
+	if !ValidPolicy(in.Policy) {
+		return &InputError{fmt.Sprintf("busy: unknown busy policy %q (want steer, queue, reject or interrupt)", in.Policy)}
+	}
+	if in.Model != nil && (strings.TrimSpace(in.Model.ProviderID) == "" || strings.TrimSpace(in.Model.ModelID) == "") {
+		return &InputError{"model: providerID and modelID are both required"}
+	}
+	return nil
+}
+
+// Prompt durably admits a prompt into the session and returns which run
+// will answer it. When it returns without error the prompt is in the
+// transcript and will be answered, even across a crash.
+func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (Admission, error) {
+	if err := in.Validate(); err != nil {
+		return Admission{}, err
+	}
+	e.mu.Lock()
+	closing := e.closing || !e.started
+	e.mu.Unlock()
+	if closing {
+		return Admission{}, ErrClosed
+	}
+	model := e.cfg.DefaultModel
+	if in.Model != nil {
+		model = *in.Model
+	}
+	if _, _, err := e.models.Resolve(model); err != nil {
+		return Admission{}, &InputError{fmt.Sprintf("model: %v", err)}
+	}
+	policy := in.Policy
+	if policy == "" {
+		policy = PolicySteer
+	}
+	var adm Admission
+	var supersede []string
+	err := e.st.Tx(ctx, func(tx store.Tx) error {
+		adm, supersede = Admission{}, nil
+		sess, err := tx.Session(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		if in.MessageID != "" {
+			prev, err := tx.Message(ctx, sessionID, in.MessageID)
+			if err == nil {
+				adm = Admission{RunID: prev.Info.RunID, MessageID: prev.Info.ID, Duplicate: true}
+				return nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		active, err := tx.ActiveRuns(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		msg := core.Message{
+			ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,
+			Agent: orDefault(in.Agent, "build"), Model: model, System: in.System,
+		}
+		if msg.ID == "" {
+			msg.ID = core.NewID(core.PrefixMessage, false)
+		}
+		adm.MessageID = msg.ID
+		var newRun *core.Run
+		switch {
+		case in.NoReply:
+		case len(active) == 0:
+			newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: core.RunQueued,
+				UserMessageID: msg.ID, Model: model, Time: core.RunTime{Created: now}}
+		case policy == PolicyReject:
+			return ErrBusy
+		case policy == PolicySteer:
+			msg.RunID = active[0].ID
+			adm.RunID, adm.Steered = active[0].ID, true
+		case policy == PolicyQueue, policy == PolicyInterrupt:
+			newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: core.RunQueued,
+				UserMessageID: msg.ID, Model: model, Time: core.RunTime{Created: now}}
+			if policy == PolicyInterrupt {
+				for _, r := range active {
+					supersede = append(supersede, r.ID)
+				}
+			}
+		}
+		if newRun != nil {
+			msg.RunID = newRun.ID
+			adm.RunID = newRun.ID
+		}
+		if err := tx.InsertMessage(ctx, msg); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return ErrMessageConflict
+			}
+			return err
+		}
+		w := writer{ctx: ctx, tx: tx}
+		w.event(sessionID, core.EventMessageUpdated, infoProps{msg})
+		for _, ip := range in.Parts {
+			p := core.Part{ID: ip.ID, SessionID: sessionID, MessageID: msg.ID, Type: ip.Type,
+				Text: ip.Text, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
+			if p.ID == "" {
+				p.ID = core.NewID(core.PrefixPart, false)
+			}
+			if p.Type == core.PartText {
+				p.Time = core.PartTime{Start: now, End: now}
+			}
+			w.part(p)
+		}
+		if newRun != nil {
+			if err := tx.InsertRun(ctx, *newRun); err != nil {
+				return err
+			}
+			w.event(sessionID, core.EventRunUpdated, runProps{*newRun})
+			if len(active) == 0 {
+				w.status(sessionID, core.StatusOf(newRun, nil))
+			}
+		}
+		sess.Time.Updated = now
+		if err := tx.UpdateSession(ctx, sess); err != nil {
+			return err
+		}
+		w.event(sessionID, core.EventSessionUpdated, infoProps{sess})
+		return w.err
+	})
+	if err != nil {
+		return Admission{}, err
+	}
+	for _, id := range supersede {
+		if err := e.abortRun(ctx, id, core.ReasonSuperseded); err != nil {
+			e.log.Warn("supersede run", "run", id, "err", err)
+		}
+	}
+	if adm.RunID != "" {
+		e.kick(sessionID)
+	}
+	return adm, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// writer batches the writes of one transaction and remembers the first
+// error, so transaction bodies read as a list of changes.
+type writer struct {
+	ctx context.Context
+	tx  store.Tx
+	err error
+}
+
+type infoProps struct {
+	Info any `json:"info"`
+}
+
+type partProps struct {
+	Part core.Part `json:"part"`
+}
+
+type runProps struct {
+	Run core.Run `json:"run"`
+}
+
+type deltaProps struct {
+	SessionID string `json:"sessionID"`
+	MessageID string `json:"messageID"`
+	PartID    string `json:"partID"`
+	Field     string `json:"field"`
+	Delta     string `json:"delta"`
+}
+
+func (w *writer) event(sessionID, typ string, props any) {
+	if w.err != nil {
+		return
+	}
+	ev, err := core.NewEvent(sessionID, typ, props)
+	if err != nil {
+		w.err = fmt.Errorf("encode %s: %w", typ, err)
+		return
+	}
+	_, w.err = w.tx.AppendEvent(w.ctx, ev)
+}
+
+func (w *writer) part(p core.Part) {
+	if w.err != nil {
+		return
+	}
+	if w.err = w.tx.PutPart(w.ctx, p); w.err == nil {
+		w.event(p.SessionID, core.EventPartUpdated, partProps{p})
+	}
+}
+
+func (w *writer) message(m core.Message) {
+	if w.err != nil {
+		return
+	}
+	if w.err = w.tx.PutMessage(w.ctx, m); w.err == nil {
+		w.event(m.SessionID, core.EventMessageUpdated, infoProps{m})
+	}
+}
+
+func (w *writer) run(r core.Run) {
+	if w.err != nil {
+		return
+	}
+	if w.err = w.tx.UpdateRun(w.ctx, r); w.err == nil {
+		w.event(r.SessionID, core.EventRunUpdated, runProps{r})
+	}
+}
+
+func (w *writer) status(sessionID string, st core.SessionStatus) {
+	w.event(sessionID, core.EventSessionStatus, core.StatusEventProps{SessionID: sessionID, Status: st})
+}

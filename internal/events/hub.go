@@ -1,0 +1,222 @@
+// Package events delivers agentd's event log to subscribers.
+//
+// Delivery contract:
+//
+//   - Durable events (seq > 0) are never pushed into per-subscriber queues.
+//     Each subscriber keeps a cursor and pulls what follows it, from an
+//     in-memory ring of recent events or, when it has fallen further behind,
+//     from the store. A slow subscriber therefore never blocks a writer and
+//     never grows memory: it is simply behind, and catches up by replay.
+//   - Publish is called by the store after each commit, in seq order; it only
+//     appends to the ring and wakes waiters.
+//   - Live-only events (message.part.delta) go through a small bounded queue
+//     per subscriber and are dropped when that queue is full; Dropped counts
+//     them. Clients that miss a delta still get the full text in the durable
+//     message.part.updated that follows.
+package events
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// DefaultRingSize is how many recent durable events the hub keeps in memory.
+const DefaultRingSize = 16384
+
+// liveQueue is the per-subscriber buffer for live-only events.
+const liveQueue = 256
+
+// Hub fans the event log out to subscribers.
+type Hub struct {
+	st store.Reader
+
+	mu      sync.RWMutex
+	ring    []core.Event // ring[i] has seq ringStart+i
+	start   int64
+	head    int64
+	size    int
+	changed chan struct{}
+
+	subMu sync.Mutex
+	subs  map[*Subscription]struct{}
+
+	dropped atomic.Int64
+}
+
+// NewHub returns a hub reading missed events from st, whose log currently
+// ends at lastSeq.
+func NewHub(st store.Reader, lastSeq int64, ringSize int) *Hub {
+	if ringSize <= 0 {
+		ringSize = DefaultRingSize
+	}
+	return &Hub{
+		st: st, start: lastSeq + 1, head: lastSeq, size: ringSize,
+		changed: make(chan struct{}),
+		subs:    make(map[*Subscription]struct{}),
+	}
+}
+
+// Publish records committed durable events and wakes every waiter. The
+// events must follow the last published one without a hole; if they do not
+// (another node wrote in between), the ring restarts and readers fall back
+// to the store.
+func (h *Hub) Publish(evs []core.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	for _, ev := range evs {
+		if ev.Seq <= h.head {
+			continue
+		}
+		if ev.Seq != h.head+1 {
+			h.ring = h.ring[:0]
+			h.start = ev.Seq
+		}
+		if len(h.ring) >= h.size {
+			// Drop the oldest half at once so trimming is amortised.
+			n := copy(h.ring, h.ring[h.size/2:])
+			clear(h.ring[n:])
+			h.ring = h.ring[:n]
+			h.start += int64(h.size - n)
+		}
+		h.ring = append(h.ring, ev)
+		h.head = ev.Seq
+	}
+	ch := h.changed
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+	close(ch)
+}
+
+// Advance tells the hub that the log has grown to seq without handing it
+// the events (another node committed them). Readers will fetch them from
+// the store.
+func (h *Hub) Advance(seq int64) {
+	h.mu.Lock()
+	if seq <= h.head {
+		h.mu.Unlock()
+		return
+	}
+	h.head = seq
+	h.ring = h.ring[:0]
+	h.start = seq + 1
+	ch := h.changed
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+	close(ch)
+}
+
+// Head returns the last known seq and a channel closed when it moves.
+func (h *Hub) Head() (int64, <-chan struct{}) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.head, h.changed
+}
+
+// Read returns up to max durable events with seq > after, restricted to one
+// session when sessionID is set, and the seq up to which the log has been
+// examined (the next Read may start there). It serves from memory when it
+// can and from the store otherwise.
+func (h *Hub) Read(ctx context.Context, after int64, sessionID string, max int) ([]core.Event, int64, error) {
+	h.mu.RLock()
+	head := h.head
+	if after+1 >= h.start && after <= head {
+		var out []core.Event
+		through := after
+		for i := int(after + 1 - h.start); i < len(h.ring) && len(out) < max; i++ {
+			ev := h.ring[i]
+			through = ev.Seq
+			if sessionID != "" && ev.SessionID != sessionID {
+				continue
+			}
+			out = append(out, ev)
+		}
+		h.mu.RUnlock()
+		return out, through, nil
+	}
+	h.mu.RUnlock()
+	evs, err := h.st.Events(ctx, store.EventQuery{After: after, SessionID: sessionID, Limit: max})
+	if err != nil {
+		return nil, after, err
+	}
+	if len(evs) == max {
+		return evs, evs[len(evs)-1].Seq, nil
+	}
+	// Every event up to head was committed before the query ran, so the
+	// query saw all of them.
+	through := max64(after, head)
+	if len(evs) > 0 {
+		through = max64(through, evs[len(evs)-1].Seq)
+	}
+	return evs, through, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Subscription receives live-only events.
+type Subscription struct {
+	hub       *Hub
+	sessionID string
+	ch        chan core.Event
+	once      sync.Once
+}
+
+// Subscribe registers for live-only events, of one session when sessionID
+// is set.
+func (h *Hub) Subscribe(sessionID string) *Subscription {
+	s := &Subscription{hub: h, sessionID: sessionID, ch: make(chan core.Event, liveQueue)}
+	h.subMu.Lock()
+	h.subs[s] = struct{}{}
+	h.subMu.Unlock()
+	return s
+}
+
+// Live is the channel of live-only events.
+func (s *Subscription) Live() <-chan core.Event { return s.ch }
+
+// Close unregisters the subscription. It is idempotent.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		s.hub.subMu.Lock()
+		delete(s.hub.subs, s)
+		s.hub.subMu.Unlock()
+	})
+}
+
+// PublishLive offers a live-only event to every matching subscriber without
+// blocking; subscribers whose queue is full miss it.
+func (h *Hub) PublishLive(ev core.Event) {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	for s := range h.subs {
+		if s.sessionID != "" && s.sessionID != ev.SessionID {
+			continue
+		}
+		select {
+		case s.ch <- ev:
+		default:
+			h.dropped.Add(1)
+		}
+	}
+}
+
+// Dropped returns how many live-only events were dropped for slow
+// subscribers.
+func (h *Hub) Dropped() int64 { return h.dropped.Load() }
+
+// Subscribers returns the number of live subscriptions.
+func (h *Hub) Subscribers() int {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	return len(h.subs)
+}

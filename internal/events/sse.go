@@ -1,0 +1,208 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+)
+
+// ErrBadCursor reports a malformed Last-Event-ID or after parameter.
+var ErrBadCursor = errors.New("bad event cursor")
+
+// ParseCursor reads the replay position from Last-Event-ID or ?after=. It
+// returns ok=false when the client gave none (live from now).
+func ParseCursor(r *http.Request) (after int64, ok bool, err error) {
+	v := r.URL.Query().Get("after")
+	src := "after"
+	if v == "" {
+		v = r.Header.Get("Last-Event-ID")
+		src = "Last-Event-ID"
+	}
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, fmt.Errorf("%w: %s must be a non-negative event sequence number, got %q", ErrBadCursor, src, v)
+	}
+	return n, true, nil
+}
+
+// StreamOptions configures one SSE stream.
+type StreamOptions struct {
+	// After is the cursor; HasCursor false means "live from now".
+	After     int64
+	HasCursor bool
+	// SessionID restricts the stream to one session.
+	SessionID string
+	// Heartbeat is the interval of server.heartbeat frames (default 10 s).
+	Heartbeat time.Duration
+	// WriteTimeout cuts off a client that stops reading (default 30 s).
+	WriteTimeout time.Duration
+	// Wrap, when set, turns each event into the JSON value sent (used by
+	// /global/event).
+	Wrap func(ev core.Event) any
+}
+
+const readBatch = 512
+
+// Bounds returns the first retained and the last assigned seq of the log.
+type Bounds func(ctx context.Context) (first, last int64, err error)
+
+// Stream writes the event stream to w until ctx ends or the client goes
+// away. It first sends server.connected, then, when a cursor was given,
+// replays every durable event after it (announcing pruned ranges with
+// server.gap), then follows the log live, interleaving live-only events and
+// heartbeats.
+func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, opts StreamOptions) error {
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 10 * time.Second
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
+	}
+	sub := h.Subscribe(opts.SessionID)
+	defer sub.Close()
+
+	first, last, err := bounds(ctx)
+	if err != nil {
+		return err
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("Connection", "keep-alive")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, timeout: opts.WriteTimeout}
+	sw.live(core.MustEvent("", core.EventServerConnected, struct{}{}))
+
+	cursor := last
+	if opts.HasCursor {
+		cursor = opts.After
+		switch {
+		case cursor < first-1:
+			sw.live(core.MustEvent(opts.SessionID, core.EventServerGap, GapProps{After: cursor, First: first, Reason: "pruned"}))
+			cursor = first - 1
+		case cursor > last:
+			sw.live(core.MustEvent(opts.SessionID, core.EventServerGap, GapProps{After: cursor, First: last + 1, Reason: "cursor_ahead"}))
+			cursor = last
+		}
+	}
+	if err := sw.flush(); err != nil {
+		return err
+	}
+
+	hb := time.NewTicker(opts.Heartbeat)
+	defer hb.Stop()
+	for {
+		evs, through, err := h.Read(ctx, cursor, opts.SessionID, readBatch)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			sw.durable(ev)
+		}
+		cursor = through
+		if len(evs) > 0 {
+			if err := sw.flush(); err != nil {
+				return err
+			}
+		}
+		head, changed := h.Head()
+		if head > cursor {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case ev := <-sub.Live():
+			sw.live(ev)
+			// Drain what else is queued so deltas go out in one write.
+			for more := true; more; {
+				select {
+				case ev := <-sub.Live():
+					sw.live(ev)
+				default:
+					more = false
+				}
+			}
+			if err := sw.flush(); err != nil {
+				return err
+			}
+		case <-hb.C:
+			sw.live(core.MustEvent("", core.EventServerHeartbeat, struct{}{}))
+			if err := sw.flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// GapProps is the payload of server.gap: events after After and before
+// First are no longer in the log.
+type GapProps struct {
+	After  int64  `json:"after"`
+	First  int64  `json:"first"`
+	Reason string `json:"reason"`
+}
+
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	wrap    func(core.Event) any
+	timeout time.Duration
+	buf     bytes.Buffer
+}
+
+func (s *sseWriter) durable(ev core.Event) {
+	s.buf.WriteString("id: ")
+	s.buf.WriteString(strconv.FormatInt(ev.Seq, 10))
+	s.buf.WriteByte('\n')
+	s.data(ev)
+}
+
+func (s *sseWriter) live(ev core.Event) {
+	if ev.ID == "" {
+		ev.ID = core.NewID(core.PrefixEvent, false)
+	}
+	s.data(ev)
+}
+
+func (s *sseWriter) data(ev core.Event) {
+	var v any = ev
+	if s.wrap != nil {
+		v = s.wrap(ev)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Properties are produced by this server as valid JSON; a failure
+		// here is a bug, surfaced as an error event rather than a crash.
+		b, _ = json.Marshal(core.MustEvent(ev.SessionID, core.EventSessionError, map[string]any{"error": core.NewError("UnknownError", err.Error())}))
+	}
+	s.buf.WriteString("data: ")
+	s.buf.Write(b)
+	s.buf.WriteString("\n\n")
+}
+
+func (s *sseWriter) flush() error {
+	if s.buf.Len() == 0 {
+		return nil
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+		return err
+	}
+	s.buf.Reset()
+	return s.rc.Flush()
+}

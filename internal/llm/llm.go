@@ -1,0 +1,121 @@
+// Package llm is the boundary between the agent loop and model providers:
+// a provider-neutral request, a stream of events, and the errors the loop
+// needs to decide between retrying and failing.
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Roles in a conversation sent to a model.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Content kinds.
+const (
+	ContentText       = "text"
+	ContentToolCall   = "tool_call"
+	ContentToolResult = "tool_result"
+)
+
+// Content is one block of a message.
+type Content struct {
+	Type    string
+	Text    string
+	CallID  string
+	Name    string
+	Input   json.RawMessage
+	IsError bool
+}
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role    string
+	Content []Content
+}
+
+// ToolSpec describes a tool the model may call.
+type ToolSpec struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage
+}
+
+// Request is one model call.
+type Request struct {
+	Model     string
+	System    string
+	Messages  []Message
+	Tools     []ToolSpec
+	MaxTokens int
+	// Attempt is 1 for the first try of a step and grows with each retry.
+	Attempt int
+}
+
+// Event kinds emitted by a stream.
+const (
+	EventText      = "text"
+	EventReasoning = "reasoning"
+	EventToolCall  = "tool_call"
+	EventFinish    = "finish"
+)
+
+// Usage is token accounting for one call.
+type Usage struct {
+	Input      int64
+	Output     int64
+	Reasoning  int64
+	CacheRead  int64
+	CacheWrite int64
+}
+
+// Event is one streamed item. Text and reasoning come as deltas; a tool call
+// arrives whole; finish closes the stream with usage and a reason.
+type Event struct {
+	Kind   string
+	Text   string
+	CallID string
+	Name   string
+	Input  json.RawMessage
+	Usage  Usage
+	Finish string
+}
+
+// Provider streams one model call. It calls emit for each event in order
+// and returns when the stream ends. An *APIError describes a provider
+// failure; context errors mean the call was cancelled.
+type Provider interface {
+	Stream(ctx context.Context, req Request, emit func(Event) error) error
+}
+
+// APIError is a failure reported by (or on the way to) a provider.
+type APIError struct {
+	Message    string
+	StatusCode int
+	Retryable  bool
+	// RetryAfter is the provider's requested delay, 0 when it gave none.
+	RetryAfter time.Duration
+	Headers    map[string]string
+	Body       string
+	// Auth marks authentication and authorisation failures.
+	Auth bool
+	// Started is true when output had already streamed when it failed.
+	Started bool
+}
+
+func (e *APIError) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("provider error %d: %s", e.StatusCode, e.Message)
+	}
+	return "provider error: " + e.Message
+}
+
+// RetryableStatus reports whether an HTTP status is worth retrying.
+func RetryableStatus(code int) bool {
+	return code == 408 || code == 409 || code == 429 || code >= 500
+}

@@ -1,0 +1,270 @@
+// Package scripted is agentd's built-in offline model. It obeys directives
+// written in the latest user message, so demos and tests drive the real
+// agent loop without a provider. Directives, one per line:
+//
+//	reply:TEXT            answer TEXT (streamed word by word)
+//	reasoning:TEXT        think TEXT before answering
+//	sleep:N               stream one chunk a second for N seconds (N may be fractional)
+//	fail:CODE[xK]         fail the first step with HTTP status CODE, K times (always without xK)
+//	tool:NAME:{json}      call tool NAME with the JSON input, then answer with its result;
+//	                      several tool lines run one per step, in order
+//	loop:NAME:{json}      call tool NAME on every step, never answering
+//
+// Without directives it echoes the prompt.
+package scripted
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/llm"
+)
+
+// ProviderID and ModelID name the scripted model: "agentd/scripted".
+const (
+	ProviderID = "agentd"
+	ModelID    = "scripted"
+)
+
+// Model is the scripted provider. The zero value is ready to use.
+type Model struct {
+	// Second is the length of one "second" of sleep:, for tests that want
+	// slow streams without slow tests. Zero means time.Second.
+	Second time.Duration
+}
+
+// Directives is a parsed prompt.
+type Directives struct {
+	Reply     string
+	Reasoning string
+	Sleep     float64
+	FailCode  int
+	FailTimes int // 0: always
+	Tools     []ToolCall
+	Loop      *ToolCall
+	Echo      string
+}
+
+// ToolCall is a scripted tool call.
+type ToolCall struct {
+	Name  string
+	Input json.RawMessage
+}
+
+// Parse reads directives from a prompt. Lines that are not directives are
+// ignored, unless there are no directives at all, in which case the prompt
+// is echoed.
+func Parse(text string) (Directives, error) {
+	var d Directives
+	found := false
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		key, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch key {
+		case "reply":
+			d.Reply, found = val, true
+		case "reasoning":
+			d.Reasoning, found = val, true
+		case "sleep":
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil || f < 0 || f > 3600 {
+				return d, fmt.Errorf("sleep: want seconds between 0 and 3600, got %q", val)
+			}
+			d.Sleep, found = f, true
+		case "fail":
+			code, times, hasTimes := strings.Cut(val, "x")
+			c, err := strconv.Atoi(code)
+			if err != nil || c < 400 || c > 599 {
+				return d, fmt.Errorf("fail: want an HTTP status 400-599, got %q", code)
+			}
+			d.FailCode, found = c, true
+			if hasTimes {
+				k, err := strconv.Atoi(times)
+				if err != nil || k < 1 {
+					return d, fmt.Errorf("fail: want a positive count after x, got %q", times)
+				}
+				d.FailTimes = k
+			}
+		case "tool", "loop":
+			name, input, ok := strings.Cut(val, ":")
+			if !ok || name == "" {
+				return d, fmt.Errorf("%s: want NAME:{json}, got %q", key, val)
+			}
+			if input == "" {
+				input = "{}"
+			}
+			if !json.Valid([]byte(input)) {
+				return d, fmt.Errorf("%s:%s: input is not valid JSON", key, name)
+			}
+			tc := ToolCall{Name: name, Input: json.RawMessage(input)}
+			if key == "loop" {
+				d.Loop = &tc
+			} else {
+				d.Tools = append(d.Tools, tc)
+			}
+			found = true
+		}
+	}
+	if !found {
+		d.Echo = strings.TrimSpace(text)
+	}
+	return d, nil
+}
+
+// Stream implements llm.Provider.
+func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) error {
+	prompt, results := lastTurn(req.Messages)
+	d, err := Parse(prompt)
+	if err != nil {
+		return &llm.APIError{Message: "scripted model: " + err.Error(), StatusCode: 400}
+	}
+	usage := llm.Usage{Input: int64(len(prompt)/4 + 1), Output: 1}
+
+	if d.FailCode != 0 && len(results) == 0 && (d.FailTimes == 0 || req.Attempt <= d.FailTimes) {
+		return &llm.APIError{
+			Message:    fmt.Sprintf("scripted failure %d (attempt %d)", d.FailCode, req.Attempt),
+			StatusCode: d.FailCode,
+			Retryable:  llm.RetryableStatus(d.FailCode),
+			Auth:       d.FailCode == 401 || d.FailCode == 403,
+		}
+	}
+	if d.Reasoning != "" && len(results) == 0 {
+		if err := emit(llm.Event{Kind: llm.EventReasoning, Text: d.Reasoning}); err != nil {
+			return err
+		}
+	}
+	if d.Loop != nil {
+		return m.call(emit, *d.Loop, len(results), usage)
+	}
+	if len(results) < len(d.Tools) {
+		return m.call(emit, d.Tools[len(results)], len(results), usage)
+	}
+	if d.Sleep > 0 {
+		if err := m.sleep(ctx, d.Sleep, emit); err != nil {
+			return err
+		}
+	}
+	text := d.Reply
+	if d.Echo != "" {
+		text = d.Echo
+	}
+	if len(results) > 0 {
+		last := results[len(results)-1]
+		if text != "" {
+			text += "\n"
+		}
+		status := "returned"
+		if last.IsError {
+			status = "failed"
+		}
+		text += fmt.Sprintf("tool %s %s: %s", last.Name, status, last.Text)
+	}
+	for i, w := range strings.SplitAfter(text, " ") {
+		if w == "" {
+			continue
+		}
+		if i > 0 && i%8 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if err := emit(llm.Event{Kind: llm.EventText, Text: w}); err != nil {
+			return err
+		}
+		usage.Output++
+	}
+	return emit(llm.Event{Kind: llm.EventFinish, Finish: "stop", Usage: usage})
+}
+
+func (m *Model) call(emit func(llm.Event) error, tc ToolCall, n int, usage llm.Usage) error {
+	if err := emit(llm.Event{Kind: llm.EventToolCall, CallID: fmt.Sprintf("call_%d", n+1), Name: tc.Name, Input: tc.Input}); err != nil {
+		return err
+	}
+	return emit(llm.Event{Kind: llm.EventFinish, Finish: "tool-calls", Usage: usage})
+}
+
+func (m *Model) sleep(ctx context.Context, seconds float64, emit func(llm.Event) error) error {
+	unit := m.Second
+	if unit == 0 {
+		unit = time.Second
+	}
+	total := time.Duration(seconds * float64(unit))
+	deadline := time.Now().Add(total)
+	t := time.NewTimer(min(unit, total))
+	defer t.Stop()
+	for i := 1; ; i++ {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		if err := emit(llm.Event{Kind: llm.EventText, Text: fmt.Sprintf("tick %d ", i)}); err != nil {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		t.Reset(min(unit, left))
+	}
+}
+
+// toolResult is a tool outcome seen after the last user prompt.
+type toolResult struct {
+	Name    string
+	Text    string
+	IsError bool
+}
+
+// lastTurn returns the text of the latest user message and the tool
+// results that followed it.
+func lastTurn(msgs []llm.Message) (string, []toolResult) {
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == llm.RoleUser && hasText(msgs[i]) {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return "", nil
+	}
+	var sb strings.Builder
+	for _, c := range msgs[last].Content {
+		if c.Type == llm.ContentText {
+			if sb.Len() > 0 {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(c.Text)
+		}
+	}
+	names := map[string]string{}
+	var results []toolResult
+	for _, m := range msgs[last+1:] {
+		for _, c := range m.Content {
+			switch c.Type {
+			case llm.ContentToolCall:
+				names[c.CallID] = c.Name
+			case llm.ContentToolResult:
+				results = append(results, toolResult{Name: names[c.CallID], Text: c.Text, IsError: c.IsError})
+			}
+		}
+	}
+	return sb.String(), results
+}
+
+func hasText(m llm.Message) bool {
+	for _, c := range m.Content {
+		if c.Type == llm.ContentText {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentd/agentd/internal/core"
+)
+
+// apiError is an error with the HTTP status and opencode error name it
+// maps to.
+type apiError struct {
+	status int
+	name   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{http.StatusBadRequest, "BadRequestError", fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) *apiError {
+	return &apiError{http.StatusNotFound, "NotFoundError", fmt.Sprintf(format, args...)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(core.NewError("UnknownError", "encode response: "+err.Error()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte("\n"))
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.status, core.NewError(e.name, e.msg))
+}
+
+// decodeJSON reads a JSON request body into v. An empty body is allowed
+// when emptyOK. Errors name the offending field where JSON tells it.
+func decodeJSON(r *http.Request, v any, emptyOK bool) *apiError {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError",
+				fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+		}
+		return badRequest("read request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if emptyOK {
+			return nil
+		}
+		return badRequest("request body is required")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if err := dec.Decode(v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return badRequest("malformed JSON at byte %d: %v", se.Offset, err)
+		case errors.As(err, &te):
+			field := te.Field
+			if field == "" {
+				field = "body"
+			}
+			return badRequest("field %s: expected %s, got JSON %s", field, te.Type.String(), te.Value)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return badRequest("malformed JSON: unexpected end of input")
+		default:
+			return badRequest("invalid JSON: %v", err)
+		}
+	}
+	if dec.More() {
+		return badRequest("malformed JSON: trailing data after the object")
+	}
+	return nil
+}

@@ -1,0 +1,450 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/engine"
+	"github.com/agentd/agentd/internal/events"
+	"github.com/agentd/agentd/internal/store"
+)
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) *apiError {
+	writeJSON(w, http.StatusOK, map[string]any{"healthy": true, "version": s.cfg.Version})
+	return nil
+}
+
+// directory returns the workspace a request selects: ?directory=, then the
+// x-opencode-directory header, then the server's own directory.
+func (s *Server) directory(r *http.Request) (string, *apiError) {
+	d := r.URL.Query().Get("directory")
+	if d == "" {
+		d = r.Header.Get("x-opencode-directory")
+	}
+	if d == "" {
+		return s.cfg.Directory, nil
+	}
+	if strings.ContainsRune(d, 0) || !filepath.IsAbs(d) {
+		return "", badRequest("directory: %q must be an absolute path", d)
+	}
+	return filepath.Clean(d), nil
+}
+
+func queryInt(r *http.Request, name string, def, lo, hi int) (int, *apiError) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, badRequest("%s: %q is not an integer", name, v)
+	}
+	return min(max(n, lo), hi), nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError {
+	limit, e := queryInt(r, "limit", 0, 0, 10000)
+	if e != nil {
+		return e
+	}
+	q := store.SessionQuery{Limit: limit}
+	if r.URL.Query().Get("directory") != "" || r.Header.Get("x-opencode-directory") != "" {
+		if q.Directory, e = s.directory(r); e != nil {
+			return e
+		}
+	}
+	list, err := s.st.Sessions(r.Context(), q)
+	if err != nil {
+		return s.storeErr(err, "sessions")
+	}
+	if list == nil {
+		list = []core.Session{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+type sessionInput struct {
+	ParentID *string        `json:"parentID"`
+	Title    *string        `json:"title"`
+	Metadata map[string]any `json:"metadata"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError {
+	var in sessionInput
+	if e := decodeJSON(r, &in, true); e != nil {
+		return e
+	}
+	dir, e := s.directory(r)
+	if e != nil {
+		return e
+	}
+	now := time.Now()
+	sess := core.Session{
+		ID: core.NewID(core.PrefixSession, true), ProjectID: "global", Directory: dir,
+		Title:   "New session - " + now.UTC().Format(time.RFC3339),
+		Version: s.cfg.Version, Metadata: in.Metadata,
+		Time: core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()},
+	}
+	sess.Slug = slug(sess.ID)
+	if in.Title != nil {
+		if strings.TrimSpace(*in.Title) == "" {
+			return badRequest("title: must not be empty")
+		}
+		sess.Title = *in.Title
+	}
+	err := s.st.Tx(r.Context(), func(tx store.Tx) error {
+		if in.ParentID != nil && *in.ParentID != "" {
+			if _, err := tx.Session(r.Context(), *in.ParentID); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					return badRequest("parentID: session %s does not exist", *in.ParentID)
+				}
+				return err
+			}
+			sess.ParentID = *in.ParentID
+		}
+		if err := tx.InsertSession(r.Context(), sess); err != nil {
+			return err
+		}
+		_, err := tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionCreated, map[string]any{"info": sess}))
+		return err
+	})
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if err != nil {
+		return s.storeErr(err, "session")
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+// slug derives a short readable handle from the id's random tail.
+func slug(id string) string {
+	if len(id) < 8 {
+		return strings.ToLower(id)
+	}
+	return strings.ToLower(id[len(id)-8:])
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) *apiError {
+	sess, err := s.st.Session(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return s.storeErr(err, "session "+r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		Title    *string        `json:"title"`
+		Metadata map[string]any `json:"metadata"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	if in.Title != nil && strings.TrimSpace(*in.Title) == "" {
+		return badRequest("title: must not be empty")
+	}
+	id := r.PathValue("id")
+	var out core.Session
+	err := s.st.Tx(r.Context(), func(tx store.Tx) error {
+		sess, err := tx.Session(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		if in.Title != nil {
+			sess.Title = *in.Title
+		}
+		if in.Metadata != nil {
+			sess.Metadata = in.Metadata
+		}
+		sess.Time.Updated = time.Now().UnixMilli()
+		if err := tx.UpdateSession(r.Context(), sess); err != nil {
+			return err
+		}
+		out = sess
+		_, err = tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionUpdated, map[string]any{"info": sess}))
+		return err
+	})
+	if err != nil {
+		return s.storeErr(err, "session "+id)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) *apiError {
+	id := r.PathValue("id")
+	if _, err := s.eng.Abort(r.Context(), id); err != nil {
+		return s.storeErr(err, "session "+id)
+	}
+	err := s.st.Tx(r.Context(), func(tx store.Tx) error {
+		sess, err := tx.Session(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteSession(r.Context(), id); err != nil {
+			return err
+		}
+		_, err = tx.AppendEvent(r.Context(), core.MustEvent(id, core.EventSessionDeleted, map[string]any{"info": sess}))
+		return err
+	})
+	if err != nil {
+		return s.storeErr(err, "session "+id)
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+func (s *Server) listStatus(w http.ResponseWriter, r *http.Request) *apiError {
+	m, err := store.ActiveStatuses(r.Context(), s.st)
+	if err != nil {
+		return s.storeErr(err, "status")
+	}
+	writeJSON(w, http.StatusOK, m)
+	return nil
+}
+
+func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) *apiError {
+	st, err := store.Status(r.Context(), s.st, r.PathValue("id"))
+	if err != nil {
+		return s.storeErr(err, "session "+r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// parseTimeout reads ?timeout= as a Go duration ("30s") or a number of
+// seconds, clamped to [0, max].
+func parseTimeout(r *http.Request, def, maxD time.Duration) (time.Duration, *apiError) {
+	v := r.URL.Query().Get("timeout")
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil || f != f {
+			return 0, badRequest("timeout: %q is neither a duration (30s) nor a number of seconds", v)
+		}
+		if f > maxD.Seconds() {
+			f = maxD.Seconds()
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	return min(max(d, 0), maxD), nil
+}
+
+func (s *Server) wait(w http.ResponseWriter, r *http.Request) *apiError {
+	timeout, e := parseTimeout(r, 30*time.Second, 10*time.Minute)
+	if e != nil {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	st, err := s.eng.WaitIdle(ctx, r.PathValue("id"), r.URL.Query().Get("run"))
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		writeJSON(w, http.StatusRequestTimeout, st)
+		return nil
+	}
+	if err != nil {
+		return s.storeErr(err, "session or run")
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) *apiError {
+	id := r.PathValue("id")
+	limit, e := queryInt(r, "limit", 0, 0, 100000)
+	if e != nil {
+		return e
+	}
+	if _, err := s.st.Session(r.Context(), id); err != nil {
+		return s.storeErr(err, "session "+id)
+	}
+	msgs, err := s.st.Messages(r.Context(), id, store.MessageQuery{Limit: limit, Before: r.URL.Query().Get("before")})
+	if err != nil {
+		return s.storeErr(err, "messages")
+	}
+	if msgs == nil {
+		msgs = []core.MessageWithParts{}
+	}
+	writeJSON(w, http.StatusOK, msgs)
+	return nil
+}
+
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) *apiError {
+	m, err := s.st.Message(r.Context(), r.PathValue("id"), r.PathValue("messageID"))
+	if err != nil {
+		return s.storeErr(err, "message "+r.PathValue("messageID"))
+	}
+	writeJSON(w, http.StatusOK, m)
+	return nil
+}
+
+type promptBody struct {
+	MessageID string             `json:"messageID"`
+	Model     *core.ModelRef     `json:"model"`
+	Agent     string             `json:"agent"`
+	NoReply   bool               `json:"noReply"`
+	System    string             `json:"system"`
+	Parts     []engine.InputPart `json:"parts"`
+	Busy      string             `json:"busy"`
+}
+
+func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
+	var in promptBody
+	if e := decodeJSON(r, &in, false); e != nil {
+		return engine.Admission{}, e
+	}
+	policy := in.Busy
+	if q := r.URL.Query().Get("busy"); q != "" {
+		policy = q
+	}
+	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), engine.PromptInput{
+		MessageID: in.MessageID, Parts: in.Parts, Model: in.Model, Agent: in.Agent,
+		System: in.System, Policy: policy, NoReply: in.NoReply,
+	})
+	if err != nil {
+		return adm, s.storeErr(err, "session "+r.PathValue("id"))
+	}
+	return adm, nil
+}
+
+func (s *Server) prompt(w http.ResponseWriter, r *http.Request) *apiError {
+	adm, e := s.admit(r)
+	if e != nil {
+		return e
+	}
+	id := r.PathValue("id")
+	if adm.RunID == "" {
+		m, err := s.st.Message(r.Context(), id, adm.MessageID)
+		if err != nil {
+			return s.storeErr(err, "message")
+		}
+		writeJSON(w, http.StatusOK, m)
+		return nil
+	}
+	if _, err := s.eng.WaitRun(r.Context(), adm.RunID); err != nil {
+		return s.storeErr(err, "run "+adm.RunID)
+	}
+	m, err := s.lastAssistant(r.Context(), id, adm.RunID)
+	if err != nil {
+		return s.storeErr(err, "message")
+	}
+	writeJSON(w, http.StatusOK, m)
+	return nil
+}
+
+// lastAssistant returns the run's last assistant message with its parts.
+func (s *Server) lastAssistant(ctx context.Context, sessionID, runID string) (core.MessageWithParts, error) {
+	for before := ""; ; {
+		msgs, err := s.st.Messages(ctx, sessionID, store.MessageQuery{Limit: 100, Before: before})
+		if err != nil {
+			return core.MessageWithParts{}, err
+		}
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Info.Role == core.RoleAssistant && msgs[i].Info.RunID == runID {
+				return msgs[i], nil
+			}
+		}
+		if len(msgs) < 100 {
+			return core.MessageWithParts{}, fmt.Errorf("run %s has no assistant message: %w", runID, store.ErrNotFound)
+		}
+		before = msgs[0].Info.ID
+	}
+}
+
+func (s *Server) promptAsync(w http.ResponseWriter, r *http.Request) *apiError {
+	if _, e := s.admit(r); e != nil {
+		return e
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) abort(w http.ResponseWriter, r *http.Request) *apiError {
+	ok, err := s.eng.Abort(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return s.storeErr(err, "session "+r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, ok)
+	return nil
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) *apiError {
+	id := r.PathValue("id")
+	limit, e := queryInt(r, "limit", 0, 0, 100000)
+	if e != nil {
+		return e
+	}
+	if _, err := s.st.Session(r.Context(), id); err != nil {
+		return s.storeErr(err, "session "+id)
+	}
+	runs, err := s.st.Runs(r.Context(), id, limit)
+	if err != nil {
+		return s.storeErr(err, "runs")
+	}
+	if runs == nil {
+		runs = []core.Run{}
+	}
+	writeJSON(w, http.StatusOK, runs)
+	return nil
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) *apiError {
+	run, err := s.st.Run(r.Context(), r.PathValue("runID"))
+	if err == nil && run.SessionID != r.PathValue("id") {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return s.storeErr(err, "run "+r.PathValue("runID"))
+	}
+	writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, sessionID string, wrap func(core.Event) any) *apiError {
+	after, ok, err := events.ParseCursor(r)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	if sessionID != "" {
+		if _, err := s.st.Session(r.Context(), sessionID); err != nil {
+			return s.storeErr(err, "session "+sessionID)
+		}
+	}
+	err = s.hub.Stream(r.Context(), w, s.st.EventBounds, events.StreamOptions{
+		After: after, HasCursor: ok, SessionID: sessionID, Heartbeat: s.cfg.Heartbeat, Wrap: wrap,
+	})
+	if err != nil && r.Context().Err() == nil {
+		s.log.Debug("event stream ended", "err", err)
+	}
+	return nil
+}
+
+func (s *Server) eventStream(w http.ResponseWriter, r *http.Request) *apiError {
+	return s.stream(w, r, "", nil)
+}
+
+func (s *Server) sessionEventStream(w http.ResponseWriter, r *http.Request) *apiError {
+	return s.stream(w, r, r.PathValue("id"), nil)
+}
+
+func (s *Server) globalEventStream(w http.ResponseWriter, r *http.Request) *apiError {
+	dir := s.cfg.Directory
+	return s.stream(w, r, "", func(ev core.Event) any {
+		return map[string]any{"directory": dir, "payload": ev}
+	})
+}

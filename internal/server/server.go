@@ -1,0 +1,186 @@
+// Package server is agentd's HTTP API: opencode's session routes (so that
+// existing clients work unchanged) plus agentd's own status, wait, run and
+// event routes. Handlers translate between HTTP and the engine and store;
+// they hold no state of their own.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentd/agentd/internal/engine"
+	"github.com/agentd/agentd/internal/events"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// Config configures the API.
+type Config struct {
+	Version string
+	// Directory is the default workspace of new sessions.
+	Directory string
+	Security  Security
+	// BodyLimit caps request bodies; default 10 MiB.
+	BodyLimit int64
+	// Heartbeat is the SSE heartbeat interval; default 10 s.
+	Heartbeat time.Duration
+	Logger    *slog.Logger
+}
+
+// Server serves the API.
+type Server struct {
+	cfg Config
+	st  store.Store
+	eng *engine.Engine
+	hub *events.Hub
+	log *slog.Logger
+
+	routes []route
+	mux    *http.ServeMux
+}
+
+// route is one method on one path; the table drives both the mux and the
+// OpenAPI document, so the two cannot drift apart.
+type route struct {
+	method  string
+	pattern string
+	summary string
+	native  bool // agentd's own route, not opencode's
+	h       func(w http.ResponseWriter, r *http.Request) *apiError
+}
+
+// New builds the API over a started engine.
+func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Server {
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = 10 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, st: st, eng: eng, hub: hub, log: cfg.Logger.With("component", "http")}
+	s.routes = []route{
+		{"GET", "/global/health", "Report that the server is up, with its version.", false, s.health},
+		{"GET", "/event", "Stream events (SSE); replay with Last-Event-ID or ?after=.", false, s.eventStream},
+		{"GET", "/global/event", "Stream events wrapped with their directory (SSE).", false, s.globalEventStream},
+		{"GET", "/session", "List sessions, most recently updated first.", false, s.listSessions},
+		{"POST", "/session", "Create a session.", false, s.createSession},
+		{"GET", "/session/status", "Statuses of sessions that have a non-terminal run.", false, s.listStatus},
+		{"GET", "/session/{id}", "Get a session.", false, s.getSession},
+		{"PATCH", "/session/{id}", "Update a session's title or metadata.", false, s.updateSession},
+		{"DELETE", "/session/{id}", "Delete a session, aborting its runs.", false, s.deleteSession},
+		{"GET", "/session/{id}/status", "One session's status; 404 when it does not exist.", true, s.sessionStatus},
+		{"POST", "/session/{id}/wait", "Wait until the session is idle (or ?run= ended).", true, s.wait},
+		{"GET", "/session/{id}/message", "List a session's messages with their parts.", false, s.listMessages},
+		{"POST", "/session/{id}/message", "Send a prompt and wait for the run to end.", false, s.prompt},
+		{"GET", "/session/{id}/message/{messageID}", "Get one message with its parts.", false, s.getMessage},
+		{"POST", "/session/{id}/prompt_async", "Send a prompt; 204 once it is durably admitted.", false, s.promptAsync},
+		{"POST", "/session/{id}/abort", "Abort the session's active run.", false, s.abort},
+		{"GET", "/session/{id}/run", "List a session's runs, newest first.", true, s.listRuns},
+		{"GET", "/session/{id}/run/{runID}", "Get one run.", true, s.getRun},
+		{"GET", "/session/{id}/event", "Stream one session's durable events (SSE).", true, s.sessionEventStream},
+		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
+	}
+	s.mux = http.NewServeMux()
+	byPattern := map[string][]route{}
+	var order []string
+	for _, rt := range s.routes {
+		if _, ok := byPattern[rt.pattern]; !ok {
+			order = append(order, rt.pattern)
+		}
+		byPattern[rt.pattern] = append(byPattern[rt.pattern], rt)
+	}
+	for _, p := range order {
+		s.mux.Handle(p, s.dispatch(byPattern[p]))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, notFound("no route for %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// dispatch picks the route by method and answers 405 (JSON, with Allow)
+// for the others. Patterns are registered without methods so that the mux
+// never answers in plain text.
+func (s *Server) dispatch(rts []route) http.Handler {
+	var allow []string
+	for _, rt := range rts {
+		allow = append(allow, rt.method)
+	}
+	sort.Strings(allow)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, rt := range rts {
+			if r.Method == rt.method || (r.Method == http.MethodHead && rt.method == http.MethodGet) {
+				if e := rt.h(w, r); e != nil {
+					writeError(w, e)
+				}
+				return
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &apiError{http.StatusMethodNotAllowed, "MethodNotAllowedError", r.Method + " is not allowed on " + r.URL.Path})
+	})
+}
+
+// Handler returns the API with its middleware.
+func (s *Server) Handler() http.Handler {
+	var h http.Handler = s.mux
+	h = s.limitBody(h)
+	h = s.cfg.Security.middleware(h)
+	h = s.recoverPanics(h)
+	return h
+}
+
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.BodyLimit {
+			writeError(w, &apiError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError", "request body is too large"})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				writeError(w, &apiError{http.StatusInternalServerError, "UnknownError", "internal server error"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// storeErr maps store and engine errors to API errors.
+func (s *Server) storeErr(err error, what string) *apiError {
+	var ie *engine.InputError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return notFound("%s not found", what)
+	case errors.As(err, &ie):
+		return badRequest("%s", ie.Msg)
+	case errors.Is(err, engine.ErrBusy):
+		return &apiError{http.StatusConflict, "SessionBusyError", "session is busy and the busy policy is reject"}
+	case errors.Is(err, engine.ErrMessageConflict):
+		return &apiError{http.StatusConflict, "ConflictError", err.Error()}
+	case errors.Is(err, engine.ErrClosed):
+		return &apiError{http.StatusServiceUnavailable, "ServerClosingError", err.Error()}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{http.StatusServiceUnavailable, "RequestCancelledError", "request cancelled"}
+	default:
+		s.log.Error("request failed", "what", what, "err", err)
+		return &apiError{http.StatusInternalServerError, "UnknownError", "internal error"}
+	}
+}

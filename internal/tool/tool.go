@@ -1,0 +1,109 @@
+// Package tool defines the tools the agent loop offers a model, and their
+// two error channels: a Result with IsError is a failure the model sees and
+// reacts to (bad input, missing file, non-zero exit); a Go error is an
+// infrastructure failure that ends the step.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+)
+
+// Call is one invocation of a tool.
+type Call struct {
+	SessionID string
+	MessageID string
+	CallID    string
+	// Directory is the session's workspace.
+	Directory string
+	Input     json.RawMessage
+}
+
+// Result is what the model sees.
+type Result struct {
+	Output   string
+	Title    string
+	Metadata map[string]any
+	IsError  bool
+}
+
+// Errorf builds a Result the model sees as a failed tool call.
+func Errorf(msg string) Result { return Result{Output: msg, IsError: true} }
+
+// Tool is one capability offered to the model.
+type Tool interface {
+	Name() string
+	Description() string
+	// Schema is the JSON Schema of the input object.
+	Schema() json.RawMessage
+	Run(ctx context.Context, call Call) (Result, error)
+}
+
+// Registry holds the tools by name.
+type Registry struct {
+	mu    sync.RWMutex
+	tools map[string]Tool
+}
+
+// NewRegistry returns a registry holding the given tools.
+func NewRegistry(tools ...Tool) *Registry {
+	r := &Registry{tools: make(map[string]Tool)}
+	for _, t := range tools {
+		r.Add(t)
+	}
+	return r
+}
+
+// Add registers t, replacing a tool of the same name.
+func (r *Registry) Add(t Tool) {
+	r.mu.Lock()
+	r.tools[t.Name()] = t
+	r.mu.Unlock()
+}
+
+// Get returns the named tool.
+func (r *Registry) Get(name string) (Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tools[name]
+	return t, ok
+}
+
+// All returns the tools sorted by name.
+func (r *Registry) All() []Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Tool, 0, len(r.tools))
+	for _, t := range r.tools {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// Func adapts a function into a Tool, for small built-ins and tests.
+type Func struct {
+	ToolName string
+	Desc     string
+	Input    json.RawMessage
+	Fn       func(ctx context.Context, call Call) (Result, error)
+}
+
+// Name implements Tool.
+func (f *Func) Name() string { return f.ToolName }
+
+// Description implements Tool.
+func (f *Func) Description() string { return f.Desc }
+
+// Schema implements Tool.
+func (f *Func) Schema() json.RawMessage {
+	if len(f.Input) == 0 {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return f.Input
+}
+
+// Run implements Tool.
+func (f *Func) Run(ctx context.Context, call Call) (Result, error) { return f.Fn(ctx, call) }
