@@ -1,0 +1,157 @@
+// Compatibility test: drives a fresh agentd through the real opencode SDK
+// (@opencode-ai/sdk, pinned in package.json) and checks the shapes the
+// SDK's types promise. Run with: node --test (AGENTD_BIN may name a built
+// binary; otherwise the script builds one with go build).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createOpencodeClient } from "@opencode-ai/sdk";
+import { createOpencodeClient as createV2 } from "@opencode-ai/sdk/v2";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+let proc, baseUrl, dir, client, v2;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agentd-compat-"));
+  let bin = process.env.AGENTD_BIN;
+  if (!bin) {
+    bin = join(dir, "agentd");
+    execFileSync("go", ["build", "-o", bin, "./cmd/agentd"], { cwd: root, stdio: "inherit" });
+  }
+  proc = spawn(bin, ["serve", "--port", "0", "--db", join(dir, "agentd.db")], { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
+  baseUrl = await new Promise((resolve, reject) => {
+    let buf = "";
+    const timer = setTimeout(() => reject(new Error("agentd did not start: " + buf)), 20000);
+    proc.stderr.on("data", (d) => {
+      buf += d.toString();
+      const m = buf.match(/url=(http:\/\/[^\s]+)/);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    proc.on("exit", (code) => reject(new Error(`agentd exited ${code}: ${buf}`)));
+  });
+  client = createOpencodeClient({ baseUrl });
+  v2 = createV2({ baseUrl });
+});
+
+after(() => {
+  proc?.kill("SIGTERM");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const idRe = (p) => new RegExp(`^${p}_[0-9a-f]{12}[0-9A-Za-z]{14}$`);
+
+function checkSession(s) {
+  assert.match(s.id, idRe("ses"));
+  assert.equal(typeof s.projectID, "string");
+  assert.equal(typeof s.directory, "string");
+  assert.equal(typeof s.title, "string");
+  assert.equal(typeof s.version, "string");
+  assert.equal(typeof s.time.created, "number");
+  assert.ok(s.time.created > 1e12, "time.created is epoch milliseconds");
+  assert.ok(s.time.updated >= s.time.created);
+}
+
+test("health", async () => {
+  const r = await fetch(baseUrl + "/global/health");
+  const h = await r.json();
+  assert.equal(h.healthy, true);
+  assert.equal(typeof h.version, "string");
+});
+
+test("session create, list, get, update, delete", async () => {
+  const created = await client.session.create({ body: { title: "compat" } });
+  assert.equal(created.error, undefined);
+  const s = created.data;
+  checkSession(s);
+  assert.equal(s.title, "compat");
+
+  const other = (await v2.session.create({ title: "second" })).data;
+  checkSession(other);
+
+  const list = (await client.session.list()).data;
+  assert.ok(Array.isArray(list));
+  const ids = list.map((x) => x.id);
+  assert.ok(ids.includes(s.id) && ids.includes(other.id));
+  assert.ok(ids.indexOf(other.id) < ids.indexOf(s.id), "newest updated first");
+
+  const got = (await client.session.get({ path: { id: s.id } })).data;
+  assert.deepEqual(got, s);
+  const got2 = (await v2.session.get({ sessionID: s.id })).data;
+  assert.equal(got2.id, s.id);
+
+  const upd = (await client.session.update({ path: { id: s.id }, body: { title: "renamed" } })).data;
+  assert.equal(upd.title, "renamed");
+  assert.ok(upd.time.updated >= s.time.updated);
+
+  const missing = await client.session.get({ path: { id: "ses_doesnotexist" } });
+  assert.equal(missing.response.status, 404);
+  assert.equal(missing.error.name, "NotFoundError");
+  assert.equal(typeof missing.error.data.message, "string");
+
+  const del = await client.session.delete({ path: { id: other.id } });
+  assert.equal(del.data, true);
+  const gone = await client.session.get({ path: { id: other.id } });
+  assert.equal(gone.response.status, 404);
+});
+
+test("status: idle for an existing session, 404 for an unknown one", async () => {
+  const s = (await client.session.create({ body: {} })).data;
+  const all = (await client.session.status()).data;
+  assert.equal(typeof all, "object");
+  assert.equal(all[s.id], undefined, "an idle session is absent from the map");
+  const one = await fetch(`${baseUrl}/session/${s.id}/status`).then((r) => r.json());
+  assert.equal(one.type, "idle");
+  const unknown = await fetch(`${baseUrl}/session/ses_unknown/status`);
+  assert.equal(unknown.status, 404);
+});
+
+test("prompt, promptAsync, abort and one idle per run on the event stream", async () => {
+  const s = (await client.session.create({ body: {} })).data;
+  const events = await client.event.subscribe();
+  const seen = [];
+  const reader = (async () => {
+    for await (const ev of events.stream) {
+      if (ev.properties?.sessionID === s.id || ev.properties?.info?.sessionID === s.id || ev.properties?.part?.sessionID === s.id) seen.push(ev);
+      if (ev.type === "session.idle" && ev.properties.sessionID === s.id && seen.filter((e) => e.type === "session.idle").length >= 2) break;
+    }
+  })();
+
+  const res = await client.session.prompt({ path: { id: s.id }, body: { parts: [{ type: "text", text: "reply:hello from agentd" }] } });
+  assert.equal(res.error, undefined);
+  const { info, parts } = res.data;
+  assert.equal(info.role, "assistant");
+  assert.match(info.id, idRe("msg"));
+  assert.equal(typeof info.tokens.cache.read, "number");
+  assert.equal(typeof info.cost, "number");
+  assert.ok(info.time.completed >= info.time.created);
+  const text = parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+  assert.equal(text, "hello from agentd");
+  assert.ok(parts.some((p) => p.type === "step-finish"));
+  const idle = parts.find((p) => p.type === "idle");
+  assert.equal(idle.outcome, "succeeded");
+
+  const async = await client.session.promptAsync({ path: { id: s.id }, body: { parts: [{ type: "text", text: "sleep:30" }] } });
+  assert.equal(async.response.status, 204);
+  const busy = (await client.session.status()).data;
+  assert.equal(busy[s.id].type, "busy");
+  const aborted = await client.session.abort({ path: { id: s.id } });
+  assert.equal(aborted.data, true);
+  const after = await fetch(`${baseUrl}/session/${s.id}/status`).then((r) => r.json());
+  assert.equal(after.type, "idle");
+  assert.equal(after.last.outcome, "interrupted");
+  assert.equal(after.last.reason, "aborted");
+
+  await reader;
+  const idles = seen.filter((e) => e.type === "session.idle");
+  assert.equal(idles.length, 2, "exactly one session.idle per run");
+  assert.deepEqual(idles.map((e) => e.properties.outcome), ["succeeded", "interrupted"]);
+  assert.notEqual(idles[0].properties.runID, idles[1].properties.runID);
+
+  const msgs = (await client.session.messages({ path: { id: s.id } })).data;
+  assert.equal(msgs[0].info.role, "user");
+  assert.equal(msgs[0].parts[0].text, "reply:hello from agentd");
+});
