@@ -194,4 +194,3 @@ func compact(b json.RawMessage) string {
 	}
 	return s
 }
-

@@ -64,17 +64,15 @@ func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done b
 	return done, err
 }
 
-func unansweredTx(ctx context.Context, tx store.Tx, run core.Run, stepMsgID string) (bool, error) {
-	msgs, err := tx.Messages(ctx, run.SessionID, store.MessageQuery{Limit: 50})
+// unansweredTx reports whether a user message joined the run after the
+// step whose assistant message is stepMsgID began.
+func unansweredTx(ctx context.Context, r store.Reader, run core.Run, stepMsgID string) (bool, error) {
+	msgs, err := r.RunMessages(ctx, run.ID)
 	if err != nil {
 		return false, err
 	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i].Info
-		if m.ID == stepMsgID {
-			return false, nil
-		}
-		if m.Role == core.RoleUser && m.RunID == run.ID {
+	for _, m := range msgs {
+		if m.Role == core.RoleUser && m.ID > stepMsgID {
 			return true, nil
 		}
 	}
@@ -108,13 +106,13 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 		m := s.msg
 		msg = &m
 	} else {
-		msgs, err := tx.Messages(ctx, run.SessionID, store.MessageQuery{Limit: 50})
+		msgs, err := tx.RunMessages(ctx, run.ID)
 		if err != nil {
 			return err
 		}
 		for i := len(msgs) - 1; i >= 0; i-- {
-			if msgs[i].Info.Role == core.RoleAssistant && msgs[i].Info.RunID == run.ID {
-				m := msgs[i].Info
+			if msgs[i].Role == core.RoleAssistant {
+				m := msgs[i]
 				msg = &m
 				break
 			}
@@ -207,13 +205,17 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 	now := e.now()
 	w := writer{ctx: ctx, tx: tx}
-	msgs, err := tx.Messages(ctx, run.SessionID, store.MessageQuery{Limit: 200})
+	infos, err := tx.RunMessages(ctx, run.ID)
 	if err != nil {
 		return err
 	}
-	for _, m := range msgs {
-		if m.Info.Role != core.RoleAssistant || m.Info.RunID != run.ID {
+	for _, info := range infos {
+		if info.Role != core.RoleAssistant {
 			continue
+		}
+		m, err := tx.Message(ctx, run.SessionID, info.ID)
+		if err != nil {
+			return err
 		}
 		for _, p := range m.Parts {
 			switch {

@@ -61,6 +61,8 @@ type runner struct {
 	e    *Engine
 	run  core.Run
 	step *step
+	// prefix is the conversation before this run, converted once.
+	prefix []llm.Message
 }
 
 // step is one model call and the parts it produced, kept in memory so that
@@ -119,14 +121,8 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 			continue
 		}
 		// The model is done. A message steered into the run after this
-		// step began still needs an answer.
-		more, err := r.hasUnanswered(ctx)
-		if err != nil {
-			return r.cancelled(ctx, err)
-		}
-		if !more {
-			return succeeded, true
-		}
+		// step began is caught by finish, which sends the loop round again.
+		return succeeded, true
 	}
 }
 
@@ -181,13 +177,33 @@ func (r *runner) begin(ctx context.Context) error {
 
 // history turns the session's transcript into the model's conversation and
 // returns the id of the user message the next step answers.
+//
+// Messages before the run's first user message cannot change while the run
+// executes, so they are read and converted once; each step reads only the
+// run's own part of the transcript.
 func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
-	msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{})
+	if r.prefix == nil {
+		msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Before: r.run.UserMessageID})
+		if err != nil {
+			return nil, "", err
+		}
+		r.prefix, _ = r.convert(msgs, make([]llm.Message, 0, len(msgs)+8))
+	}
+	msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Since: r.run.UserMessageID})
 	if err != nil {
 		return nil, "", err
 	}
-	parent := r.run.UserMessageID
-	var out []llm.Message
+	out, parent := r.convert(msgs, append([]llm.Message(nil), r.prefix...))
+	if parent == "" {
+		parent = r.run.UserMessageID
+	}
+	return out, parent, nil
+}
+
+// convert appends the model's view of msgs to out and returns the id of the
+// latest user message of this run among them.
+func (r *runner) convert(msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
+	parent := ""
 	for _, m := range msgs {
 		if m.Info.Role == core.RoleUser {
 			if m.Info.RunID == r.run.ID {
@@ -240,7 +256,7 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 			out = append(out, llm.Message{Role: llm.RoleUser, Content: results})
 		}
 	}
-	return out, parent, nil
+	return out, parent
 }
 
 func toolSpecs(reg *tool.Registry) []llm.ToolSpec {
@@ -579,25 +595,6 @@ func (r *runner) putPart(ctx context.Context, p core.Part) error {
 		w.part(p)
 		return w.err
 	})
-}
-
-// hasUnanswered reports whether a user message joined the run after its
-// latest step began.
-func (r *runner) hasUnanswered(ctx context.Context) (bool, error) {
-	msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Limit: 50})
-	if err != nil {
-		return false, err
-	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i].Info
-		if m.ID == r.step.msg.ID {
-			return false, nil
-		}
-		if m.Role == core.RoleUser && m.RunID == r.run.ID {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // flushOnShutdown persists streamed text so a restart loses nothing that

@@ -349,21 +349,16 @@ func (s *Server) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 
 // lastAssistant returns the run's last assistant message with its parts.
 func (s *Server) lastAssistant(ctx context.Context, sessionID, runID string) (core.MessageWithParts, error) {
-	for before := ""; ; {
-		msgs, err := s.st.Messages(ctx, sessionID, store.MessageQuery{Limit: 100, Before: before})
-		if err != nil {
-			return core.MessageWithParts{}, err
-		}
-		for i := len(msgs) - 1; i >= 0; i-- {
-			if msgs[i].Info.Role == core.RoleAssistant && msgs[i].Info.RunID == runID {
-				return msgs[i], nil
-			}
-		}
-		if len(msgs) < 100 {
-			return core.MessageWithParts{}, fmt.Errorf("run %s has no assistant message: %w", runID, store.ErrNotFound)
-		}
-		before = msgs[0].Info.ID
+	msgs, err := s.st.RunMessages(ctx, runID)
+	if err != nil {
+		return core.MessageWithParts{}, err
 	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == core.RoleAssistant {
+			return s.st.Message(ctx, sessionID, msgs[i].ID)
+		}
+	}
+	return core.MessageWithParts{}, fmt.Errorf("run %s has no assistant message: %w", runID, store.ErrNotFound)
 }
 
 func (s *Server) promptAsync(w http.ResponseWriter, r *http.Request) *apiError {

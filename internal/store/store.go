@@ -32,6 +32,8 @@ type SessionQuery struct {
 type MessageQuery struct {
 	// Before, when set, keeps only messages whose id sorts before it.
 	Before string
+	// Since, when set, keeps only messages whose id sorts at or after it.
+	Since string
 	// Limit keeps the newest Limit messages (in ascending order); 0 means all.
 	Limit int
 }
@@ -52,6 +54,9 @@ type Reader interface {
 	Sessions(ctx context.Context, q SessionQuery) ([]core.Session, error)
 	// Messages lists a session's messages with their parts, oldest first.
 	Messages(ctx context.Context, sessionID string, q MessageQuery) ([]core.MessageWithParts, error)
+	// RunMessages lists the infos (without parts) of the messages tied to a
+	// run, oldest first: its user messages and its assistant messages.
+	RunMessages(ctx context.Context, runID string) ([]core.Message, error)
 	// Message returns one message with its parts or ErrNotFound.
 	Message(ctx context.Context, sessionID, messageID string) (core.MessageWithParts, error)
 	// Run returns one run or ErrNotFound.

@@ -195,11 +195,11 @@ func (m *Model) sleep(ctx context.Context, seconds float64, emit func(llm.Event)
 	if unit == 0 {
 		unit = time.Second
 	}
-	total := time.Duration(seconds * float64(unit))
-	deadline := time.Now().Add(total)
-	t := time.NewTimer(min(unit, total))
+	// One chunk per whole second, and one for a fractional remainder.
+	left := time.Duration(seconds * float64(unit))
+	t := time.NewTimer(min(unit, left))
 	defer t.Stop()
-	for i := 1; ; i++ {
+	for i := 1; left > 0; i++ {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -208,12 +208,12 @@ func (m *Model) sleep(ctx context.Context, seconds float64, emit func(llm.Event)
 		if err := emit(llm.Event{Kind: llm.EventText, Text: fmt.Sprintf("tick %d ", i)}); err != nil {
 			return err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil
+		left -= min(unit, left)
+		if left > 0 {
+			t.Reset(min(unit, left))
 		}
-		t.Reset(min(unit, left))
 	}
+	return nil
 }
 
 // toolResult is a tool outcome seen after the last user prompt.

@@ -145,6 +145,10 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 		sqlq += ` AND id < ?`
 		args = append(args, q.Before)
 	}
+	if q.Since != "" {
+		sqlq += ` AND id >= ?`
+		args = append(args, q.Since)
+	}
 	sqlq += ` ORDER BY id DESC`
 	if q.Limit > 0 {
 		sqlq += ` LIMIT ?`
@@ -184,6 +188,15 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 		}
 	}
 	return out, nil
+}
+
+// RunMessages implements store.Reader.
+func (r Reader) RunMessages(ctx context.Context, runID string) ([]core.Message, error) {
+	rows, err := r.query(ctx, `SELECT data FROM messages WHERE run_id = ? ORDER BY id`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list run messages: %w", err)
+	}
+	return decodeRows[core.Message](rows, "messages")
 }
 
 // Message implements store.Reader.
@@ -385,7 +398,7 @@ func (t *Tx) InsertMessage(ctx context.Context, m core.Message) error {
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, "message", `INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?)`, m.ID, m.SessionID, data)
+	return t.insert(ctx, "message", `INSERT INTO messages (id, session_id, run_id, role, data) VALUES (?, ?, ?, ?, ?)`, m.ID, m.SessionID, m.RunID, m.Role, data)
 }
 
 // PutMessage implements store.Tx.
@@ -394,7 +407,7 @@ func (t *Tx) PutMessage(ctx context.Context, m core.Message) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(ctx, `INSERT INTO messages (id, session_id, data) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data`, m.ID, m.SessionID, data)
+	_, err = t.exec(ctx, `INSERT INTO messages (id, session_id, run_id, role, data) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, data = excluded.data`, m.ID, m.SessionID, m.RunID, m.Role, data)
 	if err != nil {
 		return fmt.Errorf("put message %s: %w", m.ID, err)
 	}

@@ -212,6 +212,24 @@ func testMessagesAndParts(t *testing.T, s store.Store, _ func() store.Store) {
 	if !errors.Is(err, store.ErrConflict) {
 		t.Errorf("duplicate message: err = %v, want ErrConflict", err)
 	}
+	// Messages tied to a run, found without reading parts.
+	u2 := userMessage(sess.ID)
+	u2.RunID = "run_x"
+	a2 := a
+	a2.ID, a2.RunID = core.NewID(core.PrefixMessage, false), "run_x"
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.InsertMessage(ctx(t), u2); err != nil {
+			return err
+		}
+		return tx.PutMessage(ctx(t), a2)
+	})
+	rm, err := s.RunMessages(ctx(t), "run_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]core.Message{u2, a2}, rm); diff != "" {
+		t.Errorf("run messages (-want +got):\n%s", diff)
+	}
 }
 
 func testMessagePaging(t *testing.T, s store.Store, _ func() store.Store) {
@@ -231,6 +249,10 @@ func testMessagePaging(t *testing.T, s store.Store, _ func() store.Store) {
 	page, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{Limit: 3})
 	if len(page) != 3 || page[0].Info.ID != ids[7] || page[2].Info.ID != ids[9] {
 		t.Fatalf("last page wrong: %d", len(page))
+	}
+	since, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{Since: ids[8]})
+	if len(since) != 2 || since[0].Info.ID != ids[8] {
+		t.Fatalf("since page wrong: %d", len(since))
 	}
 	page, _ = s.Messages(ctx(t), sess.ID, store.MessageQuery{Limit: 3, Before: ids[7]})
 	if len(page) != 3 || page[0].Info.ID != ids[4] || page[2].Info.ID != ids[6] {

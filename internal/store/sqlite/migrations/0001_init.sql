@@ -11,9 +11,12 @@ CREATE INDEX sessions_directory ON sessions (directory, updated_ms DESC);
 CREATE TABLE messages (
     id          TEXT PRIMARY KEY,
     session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    run_id      TEXT NOT NULL DEFAULT '',
+    role        TEXT NOT NULL,
     data        TEXT NOT NULL
 );
 CREATE INDEX messages_session ON messages (session_id, id);
+CREATE INDEX messages_run ON messages (run_id, id);
 
 CREATE TABLE parts (
     id          TEXT PRIMARY KEY,
