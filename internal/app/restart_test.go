@@ -1,0 +1,183 @@
+package app_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/core"
+)
+
+func TestSessionsSurviveRestart(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	m := n.send(sid, "reply:persisted")
+	n2 := n.restart()
+	s, err := n2.c.Session(t.Context(), sid)
+	if err != nil || s.ID != sid {
+		t.Fatalf("session after restart: %+v %v", s, err)
+	}
+	msgs := mustMessages(t, n2, sid)
+	if len(msgs) != 2 || msgs[1].Info.ID != m.Info.ID || textOf(msgs[1]) != "persisted" {
+		t.Fatalf("messages after restart = %+v", msgs)
+	}
+	st := n2.status(sid)
+	if st.Type != core.StatusIdle || st.Last.Outcome != core.RunSucceeded {
+		t.Errorf("status after restart = %+v", st)
+	}
+}
+
+// streamingStarted waits until the session's latest assistant message has
+// streamed text into the store.
+func (n *node) streamingStarted(sid string, after string) {
+	n.t.Helper()
+	n.waitTranscript(sid, func(msgs []core.MessageWithParts) bool {
+		for _, m := range msgs {
+			if m.Info.Role != core.RoleAssistant || m.Info.ID <= after || m.Info.Completed != 0 {
+				continue
+			}
+			for _, p := range m.Parts {
+				if p.Type == core.PartText && strings.Contains(p.Text, "tick") {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
+func TestGracefulShutdownResumes(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "sleep:40\nreply:done"}); err != nil {
+		t.Fatal(err)
+	}
+	n.streamingStarted(sid, "")
+	n2 := n.restart()
+	st := n2.waitIdle(sid)
+	if st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("resumed run ended %+v", st.Last)
+	}
+	msgs := mustMessages(t, n2, sid)
+	var cut, answered int
+	for _, m := range msgs {
+		if m.Info.Role != core.RoleAssistant {
+			continue
+		}
+		if m.Info.Error != nil && m.Info.Error.Name == "MessageInterruptedError" {
+			cut++
+			if !strings.Contains(textOf(m), "tick 1") {
+				t.Errorf("cut-off message lost its persisted text: %q", textOf(m))
+			}
+		}
+		if strings.HasSuffix(textOf(m), "done") {
+			answered++
+		}
+	}
+	if cut != 1 || answered != 1 {
+		t.Errorf("cut-off messages = %d, answers = %d; want 1 and 1", cut, answered)
+	}
+	sawRecovering := false
+	for _, ev := range n2.allEvents() {
+		if ev.Type == core.EventSessionStatus && strings.Contains(string(ev.Properties), `"phase":"recovering"`) {
+			sawRecovering = true
+		}
+	}
+	if !sawRecovering {
+		t.Error("no busy/recovering status was published")
+	}
+	checkOneEndPerRun(t, n2, 1)
+}
+
+// TestInterruptedToolNotReplayed stops the server while a tool runs. The
+// tool part must become an error the model sees, and the tool must not run
+// again.
+func TestInterruptedToolNotReplayed(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "tool:block:{}"}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitToolRunning(sid)
+	n2 := n.restart()
+	st := n2.waitIdle(sid)
+	if st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("outcome = %+v", st.Last)
+	}
+	var tools []core.Part
+	var answer string
+	for _, m := range mustMessages(t, n2, sid) {
+		for _, p := range m.Parts {
+			if p.Type == core.PartTool {
+				tools = append(tools, p)
+			}
+		}
+		if m.Info.Role == core.RoleAssistant && textOf(m) != "" {
+			answer = textOf(m)
+		}
+	}
+	if len(tools) != 1 {
+		t.Fatalf("tool parts = %d, want 1 (never re-executed)", len(tools))
+	}
+	p := tools[0]
+	if p.State.Status != core.ToolError || p.State.Error != "interrupted by server restart; outcome unknown" || p.State.Metadata["interrupted"] != true {
+		t.Errorf("interrupted tool part = %+v", p.State)
+	}
+	if !strings.Contains(answer, "interrupted by server restart") {
+		t.Errorf("the model did not see the interruption: %q", answer)
+	}
+}
+
+func TestResumeDisabled(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "sleep:40"}); err != nil {
+		t.Fatal(err)
+	}
+	n.streamingStarted(sid, "")
+	n2 := n.restart(func(c *app.Config) { c.Engine.Resume = false })
+	// Recovery happens before the listener accepts requests: the first
+	// status read already tells the truth.
+	st := n2.status(sid)
+	if st.Type != core.StatusIdle || st.Last.Outcome != core.RunInterrupted || st.Last.Reason != core.ReasonServerRestart {
+		t.Fatalf("status after restart with resume off = %+v", st)
+	}
+	checkOneEndPerRun(t, n2, 1)
+}
+
+func TestCrashLoopBound(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) { c.Engine.MaxResumes = 2 })
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "sleep:500"}); err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	for range 2 {
+		n.streamingStarted(sid, last)
+		msgs := mustMessages(t, n, sid)
+		last = msgs[len(msgs)-1].Info.ID
+		n = n.restart()
+	}
+	n.streamingStarted(sid, last)
+	n = n.restart()
+	st := n.status(sid)
+	if st.Type != core.StatusIdle || st.Last.Outcome != core.RunFailed || st.Last.Reason != core.ReasonCrashLoop {
+		t.Fatalf("status = %+v, want failed/crash_loop", st)
+	}
+	runs, _ := n.c.Runs(t.Context(), sid)
+	if len(runs) != 1 {
+		t.Fatalf("runs = %d", len(runs))
+	}
+	b, _ := json.Marshal(runs[0])
+	if !strings.Contains(string(b), `"resumes":2`) {
+		t.Errorf("run = %s", b)
+	}
+	checkOneEndPerRun(t, n, 1)
+}
