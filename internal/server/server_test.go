@@ -1,0 +1,319 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/server"
+)
+
+// TestMain checks for leaked goroutines. net/http lingers up to 500 ms on a
+// connection it closes after an oversized body; that goroutine is bounded.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*conn).closeWriteAndWait"))
+}
+
+func start(t *testing.T, sec server.Security) *app.App {
+	t.Helper()
+	a, err := app.Start(t.Context(), app.Config{
+		DBPath: filepath.Join(t.TempDir(), "a.db"), Host: "127.0.0.1", Version: "test",
+		Directory: "/work/default", Security: sec, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Stop(t.Context()) })
+	return a
+}
+
+type resp struct {
+	status int
+	body   []byte
+	header http.Header
+}
+
+func call(t *testing.T, method, url string, body string, hdr map[string]string) resp {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return resp{r.StatusCode, b, r.Header}
+}
+
+func errorName(t *testing.T, b []byte) (string, string) {
+	t.Helper()
+	var e struct {
+		Name string `json:"name"`
+		Data struct {
+			Message string `json:"message"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("error body is not JSON: %s", b)
+	}
+	return e.Name, e.Data.Message
+}
+
+func newSession(t *testing.T, a *app.App) string {
+	t.Helper()
+	r := call(t, "POST", a.URL()+"/session", "", nil)
+	if r.status != 200 {
+		t.Fatalf("create session: %d %s", r.status, r.body)
+	}
+	var s struct{ ID string }
+	json.Unmarshal(r.body, &s)
+	return s.ID
+}
+
+// TestBadInput: every bad request gets a JSON error with a fitting status
+// and writes nothing.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	sid := newSession(t, a)
+	u := a.URL()
+	big := `{"title":"` + strings.Repeat("x", 11<<20) + `"}`
+	cases := []struct {
+		name, method, path, body string
+		hdr                      map[string]string
+		status                   int
+		errName, msgHas          string
+	}{
+		{"malformed json", "POST", "/session", `{"title":`, nil, 400, "BadRequestError", "malformed JSON"},
+		{"wrong type", "POST", "/session", `{"title":5}`, nil, 400, "BadRequestError", "field title"},
+		{"trailing data", "POST", "/session", `{} {}`, nil, 400, "BadRequestError", "trailing"},
+		{"relative directory", "POST", "/session?directory=rel/dir", ``, nil, 400, "BadRequestError", "absolute"},
+		{"unknown parent", "POST", "/session", `{"parentID":"ses_nope"}`, nil, 400, "BadRequestError", "parentID"},
+		{"too large", "POST", "/session", big, nil, 413, "PayloadTooLargeError", ""},
+		{"empty title", "PATCH", "/session/" + sid, `{"title":"  "}`, nil, 400, "BadRequestError", "title"},
+		{"patch unknown", "PATCH", "/session/ses_nope", `{"title":"x"}`, nil, 404, "NotFoundError", ""},
+		{"get unknown", "GET", "/session/ses_nope", ``, nil, 404, "NotFoundError", ""},
+		{"delete unknown", "DELETE", "/session/ses_nope", ``, nil, 404, "NotFoundError", ""},
+		{"status unknown", "GET", "/session/ses_nope/status", ``, nil, 404, "NotFoundError", ""},
+		{"messages unknown", "GET", "/session/ses_nope/message", ``, nil, 404, "NotFoundError", ""},
+		{"message unknown", "GET", "/session/" + sid + "/message/msg_nope", ``, nil, 404, "NotFoundError", ""},
+		{"bad limit", "GET", "/session?limit=abc", ``, nil, 400, "BadRequestError", "limit"},
+		{"prompt unknown session", "POST", "/session/ses_nope/message", `{"parts":[{"type":"text","text":"hi"}]}`, nil, 404, "NotFoundError", ""},
+		{"prompt no parts", "POST", "/session/" + sid + "/message", `{"parts":[]}`, nil, 400, "BadRequestError", "parts"},
+		{"prompt no body", "POST", "/session/" + sid + "/prompt_async", ``, nil, 400, "BadRequestError", "required"},
+		{"prompt parts wrong type", "POST", "/session/" + sid + "/prompt_async", `{"parts":"hi"}`, nil, 400, "BadRequestError", "field parts"},
+		{"prompt bad part type", "POST", "/session/" + sid + "/prompt_async", `{"parts":[{"type":"video"}]}`, nil, 400, "BadRequestError", "parts[0].type"},
+		{"prompt bad policy", "POST", "/session/" + sid + "/prompt_async", `{"parts":[{"type":"text","text":"x"}],"busy":"maybe"}`, nil, 400, "BadRequestError", "busy policy"},
+		{"prompt bad message id", "POST", "/session/" + sid + "/prompt_async", `{"messageID":"nope","parts":[{"type":"text","text":"x"}]}`, nil, 400, "BadRequestError", "messageID"},
+		{"prompt unknown model", "POST", "/session/" + sid + "/prompt_async", `{"model":{"providerID":"x","modelID":"y"},"parts":[{"type":"text","text":"x"}]}`, nil, 400, "BadRequestError", "model"},
+		{"abort unknown", "POST", "/session/ses_nope/abort", ``, nil, 404, "NotFoundError", ""},
+		{"wait bad timeout", "POST", "/session/" + sid + "/wait?timeout=soon", ``, nil, 400, "BadRequestError", "timeout"},
+		{"run unknown", "GET", "/session/" + sid + "/run/run_nope", ``, nil, 404, "NotFoundError", ""},
+		{"events bad cursor", "GET", "/event?after=-3", ``, nil, 400, "BadRequestError", "after"},
+		{"events bad last-event-id", "GET", "/event", ``, map[string]string{"Last-Event-ID": "abc"}, 400, "BadRequestError", "Last-Event-ID"},
+		{"session events unknown", "GET", "/session/ses_nope/event", ``, nil, 404, "NotFoundError", ""},
+		{"wrong method", "DELETE", "/global/health", ``, nil, 405, "MethodNotAllowedError", ""},
+		{"wrong method 2", "PUT", "/session", `{}`, nil, 405, "MethodNotAllowedError", ""},
+		{"no route", "GET", "/nope", ``, nil, 404, "NotFoundError", ""},
+	}
+	_, before, _ := a.Store.EventBounds(t.Context())
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := call(t, c.method, u+c.path, c.body, c.hdr)
+			if r.status != c.status {
+				t.Fatalf("status = %d, want %d (%s)", r.status, c.status, r.body)
+			}
+			name, msg := errorName(t, r.body)
+			if name != c.errName || !strings.Contains(msg, c.msgHas) {
+				t.Errorf("error = %s %q, want %s containing %q", name, msg, c.errName, c.msgHas)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("content type = %q", ct)
+			}
+			if c.status == 405 && r.header.Get("Allow") == "" {
+				t.Error("405 without Allow")
+			}
+		})
+	}
+	if _, after, _ := a.Store.EventBounds(t.Context()); after != before {
+		t.Errorf("bad requests wrote %d events", after-before)
+	}
+	sessions, _ := a.Store.Sessions(t.Context(), struct {
+		Directory string
+		Limit     int
+	}{})
+	if len(sessions) != 1 {
+		t.Errorf("sessions = %d, want 1", len(sessions))
+	}
+}
+
+func TestSessionRoutes(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	u := a.URL()
+	r := call(t, "POST", u+"/session", `{"title":"one"}`, map[string]string{"x-opencode-directory": "/tmp/ws"})
+	var s map[string]any
+	json.Unmarshal(r.body, &s)
+	if s["title"] != "one" || s["directory"] != "/tmp/ws" {
+		t.Fatalf("created = %s", r.body)
+	}
+	id := s["id"].(string)
+	two := newSession(t, a)
+	r = call(t, "GET", u+"/session?limit=1", "", nil)
+	var list []map[string]any
+	json.Unmarshal(r.body, &list)
+	if len(list) != 1 || list[0]["id"] != two {
+		t.Errorf("limit=1 list = %s", r.body)
+	}
+	r = call(t, "GET", u+"/session?directory=/tmp/ws", "", nil)
+	json.Unmarshal(r.body, &list)
+	if len(list) != 1 || list[0]["id"] != id {
+		t.Errorf("directory filter = %s", r.body)
+	}
+	r = call(t, "PATCH", u+"/session/"+id, `{"title":"renamed"}`, nil)
+	json.Unmarshal(r.body, &s)
+	if s["title"] != "renamed" {
+		t.Errorf("patched = %s", r.body)
+	}
+	r = call(t, "GET", u+"/session/status", "", nil)
+	if strings.TrimSpace(string(r.body)) != "{}" {
+		t.Errorf("status list = %s, want {}", r.body)
+	}
+	r = call(t, "GET", u+"/session/"+id+"/status", "", nil)
+	if strings.TrimSpace(string(r.body)) != `{"type":"idle"}` {
+		t.Errorf("status = %s", r.body)
+	}
+	r = call(t, "GET", u+"/session/"+id+"/message", "", nil)
+	if strings.TrimSpace(string(r.body)) != "[]" {
+		t.Errorf("messages = %s", r.body)
+	}
+	r = call(t, "GET", u+"/session/"+id+"/run", "", nil)
+	if strings.TrimSpace(string(r.body)) != "[]" {
+		t.Errorf("runs = %s", r.body)
+	}
+	r = call(t, "DELETE", u+"/session/"+id, "", nil)
+	if strings.TrimSpace(string(r.body)) != "true" {
+		t.Errorf("delete = %d %s", r.status, r.body)
+	}
+	if r = call(t, "GET", u+"/session/"+id, "", nil); r.status != 404 {
+		t.Errorf("deleted session: %d", r.status)
+	}
+	r = call(t, "GET", u+"/global/health", "", nil)
+	if !bytes.Contains(r.body, []byte(`"healthy":true`)) {
+		t.Errorf("health = %s", r.body)
+	}
+}
+
+// TestOpenAPIMatchesRoutes keeps /doc and the mux in sync: every
+// documented operation is served (not 404/405), and nothing undocumented
+// answers.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	r := call(t, "GET", a.URL()+"/doc", "", nil)
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil || doc.OpenAPI != "3.1.0" {
+		t.Fatalf("doc: %v %s", err, doc.OpenAPI)
+	}
+	var ops []string
+	for p, item := range doc.Paths {
+		for m := range item {
+			ops = append(ops, strings.ToUpper(m)+" "+p)
+		}
+	}
+	sort.Strings(ops)
+	want := []string{
+		"DELETE /session/{id}", "GET /doc", "GET /event", "GET /global/event", "GET /global/health",
+		"GET /session", "GET /session/status", "GET /session/{id}", "GET /session/{id}/event",
+		"GET /session/{id}/message", "GET /session/{id}/message/{messageID}", "GET /session/{id}/run",
+		"GET /session/{id}/run/{runID}", "GET /session/{id}/status", "PATCH /session/{id}",
+		"POST /session", "POST /session/{id}/abort", "POST /session/{id}/message",
+		"POST /session/{id}/prompt_async", "POST /session/{id}/wait",
+	}
+	if diff := cmp.Diff(want, ops); diff != "" {
+		t.Errorf("documented operations (-want +got):\n%s", diff)
+	}
+	for _, op := range ops {
+		method, path, _ := strings.Cut(op, " ")
+		if method == "GET" && strings.HasSuffix(path, "event") {
+			continue // streams; covered elsewhere
+		}
+		path = strings.NewReplacer("{id}", "ses_nope", "{messageID}", "msg_nope", "{runID}", "run_nope").Replace(path)
+		r := call(t, method, a.URL()+path, "{}", nil)
+		if r.status == 405 {
+			t.Errorf("%s: documented but answers 405", op)
+		}
+		if r.status == 404 {
+			if _, msg := errorName(t, r.body); strings.HasPrefix(msg, "no route") {
+				t.Errorf("%s: documented but not routed", op)
+			}
+		}
+	}
+}
+
+func TestSecurity(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	u := a.URL() + "/global/health"
+	for _, c := range []struct {
+		hdr    map[string]string
+		status int
+	}{
+		{nil, 200},
+		{map[string]string{"Host": "localhost:4096"}, 200},
+		{map[string]string{"Host": "[::1]:4096"}, 200},
+		{map[string]string{"Host": "evil.example:4096"}, 403},
+		{map[string]string{"Host": "127.0.0.1.nip.io"}, 403},
+		{map[string]string{"Origin": "http://localhost:3000"}, 200},
+		{map[string]string{"Origin": "https://evil.example"}, 403},
+		{map[string]string{"Origin": "null"}, 403},
+	} {
+		if r := call(t, "GET", u, "", c.hdr); r.status != c.status {
+			t.Errorf("%v: status %d, want %d", c.hdr, r.status, c.status)
+		}
+	}
+	b := start(t, server.Security{Password: "s3cret"})
+	if r := call(t, "GET", b.URL()+"/global/health", "", nil); r.status != 401 {
+		t.Errorf("no credentials: %d", r.status)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", b.URL()+"/global/health", nil)
+	req.SetBasicAuth("opencode", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("with credentials: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	req.SetBasicAuth("opencode", "wrong")
+	resp, _ = http.DefaultClient.Do(req)
+	if resp.StatusCode != 401 {
+		t.Errorf("wrong password: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+}
