@@ -21,7 +21,7 @@ import (
 // TestMain checks for leaked goroutines. net/http lingers up to 500 ms on a
 // connection it closes after an oversized body; that goroutine is bounded.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*conn).closeWriteAndWait"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait"))
 }
 
 func start(t *testing.T, sec server.Security) *app.App {

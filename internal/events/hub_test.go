@@ -1,0 +1,153 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// logReader serves events from a slice, standing in for the store's event
+// query (the hub only reads through store.Reader.Events).
+type logReader struct {
+	store.Reader
+	evs   []core.Event
+	reads int
+}
+
+func (l *logReader) Events(_ context.Context, q store.EventQuery) ([]core.Event, error) {
+	l.reads++
+	var out []core.Event
+	for _, ev := range l.evs {
+		if ev.Seq > q.After && (q.SessionID == "" || ev.SessionID == q.SessionID) && len(out) < q.Limit {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+func mkEvents(from, to int64) []core.Event {
+	var out []core.Event
+	for s := from; s <= to; s++ {
+		ev := core.MustEvent(fmt.Sprintf("ses_%d", s%3), "test", s)
+		ev.Seq, ev.ID = s, core.SeqID(s)
+		out = append(out, ev)
+	}
+	return out
+}
+
+func TestHubReadsRingThenStore(t *testing.T) {
+	t.Parallel()
+	all := mkEvents(1, 100)
+	lr := &logReader{evs: all}
+	h := NewHub(lr, 0, 16)
+	for i := 0; i < len(all); i += 7 {
+		h.Publish(all[i:min(i+7, len(all))])
+	}
+	head, _ := h.Head()
+	if head != 100 {
+		t.Fatalf("head = %d", head)
+	}
+	// Recent positions come from memory.
+	evs, through, err := h.Read(t.Context(), 95, "", 100)
+	if err != nil || len(evs) != 5 || through != 100 || lr.reads != 0 {
+		t.Fatalf("recent read: %d events through %d, %d store reads", len(evs), through, lr.reads)
+	}
+	// Old positions fall back to the store, in order, without holes.
+	var got []int64
+	for cursor := int64(0); cursor < 100; {
+		evs, through, err = h.Read(t.Context(), cursor, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			got = append(got, ev.Seq)
+		}
+		cursor = through
+	}
+	for i, s := range got {
+		if s != int64(i+1) {
+			t.Fatalf("read order broken at %d: %d", i, s)
+		}
+	}
+	if lr.reads == 0 {
+		t.Error("old positions were not read from the store")
+	}
+	// Session filter skips other sessions but still advances the cursor.
+	evs, through, _ = h.Read(t.Context(), 90, "ses_1", 100)
+	for _, ev := range evs {
+		if ev.SessionID != "ses_1" {
+			t.Errorf("filter leaked %s", ev.SessionID)
+		}
+	}
+	if through != 100 {
+		t.Errorf("filtered read through %d, want 100", through)
+	}
+}
+
+func TestHubHoleResetsRing(t *testing.T) {
+	t.Parallel()
+	lr := &logReader{evs: mkEvents(1, 20)}
+	h := NewHub(lr, 0, 64)
+	h.Publish(mkEvents(1, 5))
+	// Another node wrote 6..9; this node only hears of 10.
+	h.Publish(mkEvents(10, 10))
+	evs, through, _ := h.Read(t.Context(), 5, "", 100)
+	if len(evs) == 0 || evs[0].Seq != 6 || through < 10 {
+		t.Fatalf("read after a hole = %d events through %d", len(evs), through)
+	}
+	for i, ev := range evs {
+		if ev.Seq != int64(6+i) {
+			t.Fatalf("hole in the read at %d: %d", i, ev.Seq)
+		}
+	}
+}
+
+func TestLiveDropsWhenFull(t *testing.T) {
+	t.Parallel()
+	h := NewHub(&logReader{}, 0, 0)
+	s := h.Subscribe("")
+	defer s.Close()
+	for range liveQueue + 10 {
+		h.PublishLive(core.MustEvent("ses_1", core.EventPartDelta, map[string]string{}))
+	}
+	if h.Dropped() != 10 {
+		t.Errorf("dropped = %d, want 10", h.Dropped())
+	}
+	s.Close()
+	s.Close()
+	if h.Subscribers() != 0 {
+		t.Error("close did not unsubscribe")
+	}
+}
+
+func FuzzParseCursor(f *testing.F) {
+	for _, s := range []string{"", "0", "42", "-1", "1e3", "abc", " 7 ", "99999999999999999999", "\x00"} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, v string, header bool) {
+		r := httptest.NewRequest("GET", "/event", nil)
+		if header {
+			r.Header.Set("Last-Event-ID", v)
+		} else {
+			q := r.URL.Query()
+			q.Set("after", v)
+			r.URL.RawQuery = q.Encode()
+		}
+		n, ok, err := ParseCursor(r)
+		if err != nil && (ok || n != 0) {
+			t.Fatalf("error with a cursor: %d %v %v", n, ok, err)
+		}
+		if ok && n < 0 {
+			t.Fatalf("negative cursor %d accepted", n)
+		}
+	})
+}

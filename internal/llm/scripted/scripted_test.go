@@ -1,0 +1,58 @@
+package scripted
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/internal/llm"
+)
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"reply:hi", "sleep:1.5\nreply:x", "fail:429x2", "fail:600", "tool:echo:{\"a\":1}", "loop:x:", "tool::", "sleep:-1", "plain text", "reasoning:hm\nreply:ok"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := Parse(s)
+		if err != nil {
+			return
+		}
+		if d.Sleep < 0 || d.Sleep > 3600 {
+			t.Fatalf("sleep %v accepted", d.Sleep)
+		}
+		if d.FailCode != 0 && (d.FailCode < 400 || d.FailCode > 599) {
+			t.Fatalf("fail code %d accepted", d.FailCode)
+		}
+		// The model answers every parsable prompt without panicking.
+		m := &Model{Second: 1}
+		req := llm.Request{Attempt: 1, Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: s}}}}}
+		if d.Sleep > 0.01 {
+			return
+		}
+		_ = m.Stream(context.Background(), req, func(llm.Event) error { return nil })
+	})
+}
+
+func TestDirectives(t *testing.T) {
+	t.Parallel()
+	d, err := Parse("fail:503x2\ntool:echo:{\"text\":\"a\"}\nreply:done")
+	if err != nil || d.FailCode != 503 || d.FailTimes != 2 || len(d.Tools) != 1 || d.Reply != "done" {
+		t.Fatalf("parse = %+v, %v", d, err)
+	}
+	for _, bad := range []string{"fail:200", "fail:500x0", "sleep:abc", "tool:x:{bad", "tool::{}"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+	d, _ = Parse("just chatting")
+	if d.Echo != "just chatting" {
+		t.Errorf("echo = %q", d.Echo)
+	}
+	var text strings.Builder
+	m := &Model{}
+	err = m.Stream(context.Background(), llm.Request{Attempt: 3, Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: "fail:503x2\nreply:ok now"}}}}},
+		func(ev llm.Event) error { text.WriteString(ev.Text); return nil })
+	if err != nil || text.String() != "ok now" {
+		t.Errorf("third attempt = %q, %v", text.String(), err)
+	}
+}
