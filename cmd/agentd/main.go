@@ -50,6 +50,8 @@ func run(args []string) int {
 		err = cmdEvents(ctx, args[1:])
 	case "abort":
 		err = cmdAbort(ctx, args[1:])
+	case "fakellm":
+		err = cmdFakeLLM(ctx, args[1:])
 	case "run":
 		err = cmdRun(ctx, stop, args[1:])
 	case "help", "-h", "--help":
@@ -81,6 +83,7 @@ commands:
   wait       wait until a session is idle
   events     print the event log (--after N, --follow)
   abort      abort a session's active run
+  fakellm    serve the scripted fake model provider (OpenAI and Anthropic APIs) for tests and benchmarks
   version    print the version
 
 Run "agentd <command> -h" for a command's flags.

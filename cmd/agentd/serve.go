@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/server"
 )
 
@@ -38,7 +39,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	db := fs.String("db", defaultDBPath(), "SQLite database file")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	resume := fs.Bool("resume", true, "resume runs cut off by a crash or restart (false: end them interrupted)")
-	maxSteps := fs.Int("max-steps", 50, "steps after which a run ends failed/max_steps")
+	maxSteps := fs.Int("max-steps", 0, "steps after which a run ends failed/max_steps (default 50)")
+	configPath := fs.String("config", "", "configuration file (agentd.json, opencode keys)")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
 	}
@@ -55,19 +57,50 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	file, used, err := config.Load(config.Paths(wd, *configPath), *configPath)
+	if err != nil {
+		return err
+	}
+	models, def, err := file.Build()
+	if err != nil {
+		return err
+	}
 	cfg := app.Config{
 		DBPath: *db, Host: *host, Port: *port, Version: version, Directory: wd,
-		Security: sec, Logger: log,
+		Security: sec, Logger: log, Models: models,
 	}
+	cfg.Engine.DefaultModel = def
 	cfg.Engine.Resume = *resume
-	cfg.Engine.MaxSteps = *maxSteps
+	if file.Agentd.Resume != nil && !flagSet(fs, "resume") {
+		cfg.Engine.Resume = *file.Agentd.Resume
+	}
+	cfg.Engine.MaxSteps = file.Agentd.MaxSteps
+	if *maxSteps > 0 {
+		cfg.Engine.MaxSteps = *maxSteps
+	}
+	if r := file.Agentd.Retry; r != nil {
+		cfg.Engine.Retry.MaxAttempts = r.MaxAttempts
+		if r.MaxElapsed != "" {
+			if cfg.Engine.Retry.MaxElapsed, err = time.ParseDuration(r.MaxElapsed); err != nil {
+				return fmt.Errorf("agentd.retry.maxElapsed: %w", err)
+			}
+		}
+	}
 	start := time.Now()
 	a, err := app.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	log.Info("agentd listening", "url", a.URL(), "db", *db, "version", version, "startup", time.Since(start).Round(time.Millisecond))
-	log.Info("model: agentd/scripted (offline, driven by directives such as reply:TEXT); configure a real provider in agentd.json")
+	if len(used) > 0 {
+		log.Info("configuration", "files", strings.Join(used, ", "))
+	}
+	if def.ProviderID == "agentd" {
+		log.Info("model: agentd/scripted, the offline model driven by directives such as reply:TEXT; " +
+			"for a real one set OPENAI_API_KEY or ANTHROPIC_API_KEY, or add a provider block and \"model\": \"provider/model\" to agentd.json (see README)")
+	} else {
+		log.Info("model", "default", def.ProviderID+"/"+def.ModelID, "providers", strings.Join(models.Providers(), ", "))
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -100,3 +133,13 @@ func firstEnv(names ...string) string {
 }
 
 func serverSecurityLoopback() server.Security { return server.Security{LoopbackOnly: true} }
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}

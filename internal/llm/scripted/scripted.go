@@ -10,6 +10,14 @@
 //	                      several tool lines run one per step, in order
 //	loop:NAME:{json}      call tool NAME on every step, never answering
 //
+// The fake provider server (fakellm) understands these too, and more that
+// only make sense over HTTP:
+//
+//	retryafter:S          send Retry-After: S with a fail: answer
+//	usage:IN,OUT[,CR,CW]  report these token counts (cache read/write optional)
+//	disconnect:N          drop the connection after N streamed chunks
+//	malformed:            send a chunk that is not valid JSON
+//
 // Without directives it echoes the prompt.
 package scripted
 
@@ -47,6 +55,11 @@ type Directives struct {
 	Tools     []ToolCall
 	Loop      *ToolCall
 	Echo      string
+
+	RetryAfter string
+	Usage      *llm.Usage
+	Disconnect int
+	Malformed  bool
 }
 
 // ToolCall is a scripted tool call.
@@ -92,6 +105,31 @@ func Parse(text string) (Directives, error) {
 				}
 				d.FailTimes = k
 			}
+		case "retryafter":
+			d.RetryAfter, found = strings.TrimSpace(val), true
+		case "usage":
+			var u llm.Usage
+			nums := strings.Split(val, ",")
+			if len(nums) < 2 || len(nums) > 4 {
+				return d, fmt.Errorf("usage: want IN,OUT[,CACHEREAD,CACHEWRITE], got %q", val)
+			}
+			dst := []*int64{&u.Input, &u.Output, &u.CacheRead, &u.CacheWrite}
+			for i, n := range nums {
+				v, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+				if err != nil || v < 0 {
+					return d, fmt.Errorf("usage: %q is not a token count", n)
+				}
+				*dst[i] = v
+			}
+			d.Usage, found = &u, true
+		case "disconnect":
+			k, err := strconv.Atoi(val)
+			if err != nil || k < 0 {
+				return d, fmt.Errorf("disconnect: want a chunk count, got %q", val)
+			}
+			d.Disconnect, found = k, true
+		case "malformed":
+			d.Malformed, found = true, true
 		case "tool", "loop":
 			name, input, ok := strings.Cut(val, ":")
 			if !ok || name == "" {
@@ -126,6 +164,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 		return &llm.APIError{Message: "scripted model: " + err.Error(), StatusCode: 400}
 	}
 	usage := llm.Usage{Input: int64(len(prompt)/4 + 1), Output: 1}
+	if d.Usage != nil {
+		usage = *d.Usage
+	}
 
 	if d.FailCode != 0 && len(results) == 0 && (d.FailTimes == 0 || req.Attempt <= d.FailTimes) {
 		return &llm.APIError{
@@ -178,7 +219,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 		if err := emit(llm.Event{Kind: llm.EventText, Text: w}); err != nil {
 			return err
 		}
-		usage.Output++
+		if d.Usage == nil {
+			usage.Output++
+		}
 	}
 	return emit(llm.Event{Kind: llm.EventFinish, Finish: "stop", Usage: usage})
 }

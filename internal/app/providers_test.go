@@ -1,0 +1,189 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/fakellm"
+)
+
+// providerNode starts agentd whose only real provider is fakellm, reached
+// over HTTP through the official SDK of the given kind.
+func providerNode(t *testing.T, npm string) (*node, *fakellm.Server) {
+	t.Helper()
+	fake := fakellm.New(fakellm.Options{Second: 50 * time.Millisecond})
+	hs := httptest.NewServer(fake.Handler())
+	t.Cleanup(hs.Close)
+	base := hs.URL + "/v1"
+	if npm == "@ai-sdk/anthropic" {
+		base = hs.URL + "/v1"
+	}
+	block := `{
+	  "model": "fake/fake-model",
+	  "provider": {
+	    "fake": {
+	      "npm": "` + npm + `",
+	      "name": "Fake",
+	      "options": {"baseURL": "` + base + `", "apiKey": "{env:AGENTD_TEST_NO_SUCH_VAR}test-key", "timeout": 60000},
+	      "models": {"fake-model": {"name": "Fake Model", "limit": {"context": 100000, "output": 4096}}}
+	    }
+	  }
+	}`
+	f, err := config.Parse([]byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, def, err := f.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, func(c *app.Config) {
+		c.Models = models
+		c.Engine.DefaultModel = def
+	})
+	return n, fake
+}
+
+var providerKinds = []string{"@ai-sdk/openai-compatible", "@ai-sdk/anthropic"}
+
+func TestProviders(t *testing.T) {
+	t.Parallel()
+	for _, npm := range providerKinds {
+		t.Run(npm, func(t *testing.T) {
+			t.Parallel()
+			n, fake := providerNode(t, npm)
+			ctx := t.Context()
+
+			t.Run("text and usage", func(t *testing.T) {
+				sid := n.session()
+				m := n.send(sid, "usage:10,5,3,2\nreply:hello from the wire")
+				if textOf(m) != "hello from the wire" {
+					t.Fatalf("answer = %q", textOf(m))
+				}
+				if m.Info.ProviderID != "fake" || m.Info.ModelID != "fake-model" {
+					t.Errorf("model = %s/%s", m.Info.ProviderID, m.Info.ModelID)
+				}
+				sf := partOf(m, core.PartStepFinish)
+				want := core.Tokens{Input: 10, Output: 5, Cache: core.CacheTokens{Read: 3, Write: 2}}
+				if sf == nil || sf.Tokens != want || m.Info.Tokens != want {
+					t.Errorf("tokens = %+v / %+v, want %+v", sf, m.Info.Tokens, want)
+				}
+			})
+			t.Run("tool loop", func(t *testing.T) {
+				sid := n.session()
+				m := n.send(sid, "tool:echo:{\"text\":\"first\"}\ntool:echo:{\"text\":\"second\"}\nreply:both done")
+				if got := textOf(m); got != "both done\ntool echo returned: second" {
+					t.Fatalf("answer = %q", got)
+				}
+				runs, _ := n.c.Runs(ctx, sid)
+				if runs[0].Steps != 3 || runs[0].State != core.RunSucceeded {
+					t.Errorf("run = %+v", runs[0])
+				}
+			})
+			t.Run("429 with Retry-After", func(t *testing.T) {
+				sid := n.session()
+				before := time.Now()
+				m := n.send(sid, "fail:429x1\nretryafter:1\nreply:after the wait")
+				if textOf(m) != "after the wait" {
+					t.Fatalf("answer = %q", textOf(m))
+				}
+				if time.Since(before) < 900*time.Millisecond {
+					t.Error("Retry-After: 1 was not honoured")
+				}
+				var retry *core.SessionStatus
+				var at int64
+				for _, ev := range n.allEvents() {
+					if ev.Type == core.EventSessionStatus && ev.SessionID == sid {
+						var p core.StatusEventProps
+						json.Unmarshal(ev.Properties, &p)
+						if p.Status.Type == core.StatusRetry {
+							retry, at = &p.Status, ev.Time
+						}
+					}
+				}
+				if retry == nil || retry.Attempt != 1 || !strings.Contains(retry.Message, "429") && retry.Message == "" {
+					t.Fatalf("retry status = %+v", retry)
+				}
+				if d := retry.Next - at; d < 950 || d > 1500 {
+					t.Errorf("next is %d ms after the retry status, want about 1000", d)
+				}
+			})
+			t.Run("retries exhausted", func(t *testing.T) {
+				m := n.send(n.session(), "fail:503")
+				idle := partOf(m, core.PartIdle)
+				if idle.Outcome != core.RunFailed || idle.Reason != core.ReasonRetriesExhausted || idle.Error.Name != "APIError" {
+					t.Fatalf("idle = %+v", idle)
+				}
+				if idle.Error.Data.Extra["statusCode"] != float64(503) || idle.Error.Data.Extra["responseHeaders"] == nil || idle.Error.Data.Extra["responseBody"] == nil {
+					t.Errorf("APIError data = %+v", idle.Error.Data.Extra)
+				}
+			})
+			t.Run("auth error", func(t *testing.T) {
+				m := n.send(n.session(), "fail:401")
+				idle := partOf(m, core.PartIdle)
+				if idle.Reason != core.ReasonProviderError || idle.Error.Name != "ProviderAuthError" {
+					t.Fatalf("idle = %+v", idle)
+				}
+			})
+			t.Run("disconnect mid-stream", func(t *testing.T) {
+				sid := n.session()
+				m := n.send(sid, "disconnect:3\nreply:one two three four five six")
+				if textOf(m) != "one two three four five six" {
+					t.Fatalf("answer = %q", textOf(m))
+				}
+				var broken []client.MessageWithParts
+				for _, mm := range mustMessages(t, n, sid) {
+					if mm.Info.Error != nil && mm.Info.Error.Name == "StreamRetriedError" {
+						broken = append(broken, mm)
+					}
+				}
+				if len(broken) != 1 || textOf(broken[0]) == "" {
+					t.Fatalf("the broken attempt must stay visible, marked: %d", len(broken))
+				}
+			})
+			t.Run("malformed stream", func(t *testing.T) {
+				m := n.send(n.session(), "malformed:\nreply:x")
+				if idle := partOf(m, core.PartIdle); idle.Outcome != core.RunFailed || idle.Reason != core.ReasonRetriesExhausted {
+					t.Fatalf("idle = %+v", idle)
+				}
+			})
+			t.Run("abort closes the upstream connection", func(t *testing.T) {
+				sid := n.session()
+				drain(fake.ClientGone())
+				if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "sleep:200"}); err != nil {
+					t.Fatal(err)
+				}
+				n.streamingStarted(sid, "")
+				start := time.Now()
+				if ok, err := n.c.Abort(ctx, sid); err != nil || !ok {
+					t.Fatalf("abort: %v %v", ok, err)
+				}
+				select {
+				case <-fake.ClientGone():
+				case <-time.After(2 * time.Second):
+					t.Fatal("the provider connection was not closed")
+				}
+				if d := time.Since(start); d > time.Second {
+					t.Errorf("upstream closed %v after abort", d)
+				}
+			})
+		})
+	}
+}
+
+func drain(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,216 @@
+// Package anthropic is the provider for Anthropic's Messages API, through
+// the official SDK with its own retries off: agentd retries itself,
+// visibly.
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/agentd/agentd/internal/llm"
+)
+
+// Options configures one Messages endpoint.
+type Options struct {
+	BaseURL    string
+	APIKey     string
+	Headers    map[string]string
+	Timeout    time.Duration
+	HTTPClient *http.Client
+	// MaxTokens is the output limit sent with each request; default 8192.
+	MaxTokens int64
+}
+
+// Provider streams messages.
+type Provider struct {
+	client    sdk.Client
+	maxTokens int64
+}
+
+// New returns a provider for the endpoint.
+func New(o Options) *Provider {
+	opts := []option.RequestOption{option.WithMaxRetries(0)}
+	if o.BaseURL != "" {
+		// opencode's (AI SDK) baseURL for Anthropic ends in /v1 and the
+		// path appended is /messages; the Go SDK appends /v1/messages.
+		base := strings.TrimSuffix(strings.TrimRight(o.BaseURL, "/"), "/v1")
+		opts = append(opts, option.WithBaseURL(base+"/"))
+	}
+	if o.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(o.APIKey))
+	}
+	for k, v := range o.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	if o.Timeout > 0 {
+		opts = append(opts, option.WithRequestTimeout(o.Timeout))
+	}
+	if o.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(o.HTTPClient))
+	}
+	mt := o.MaxTokens
+	if mt <= 0 {
+		mt = 8192
+	}
+	return &Provider{client: sdk.NewClient(opts...), maxTokens: mt}
+}
+
+func (p *Provider) params(req llm.Request) sdk.MessageNewParams {
+	var msgs []sdk.MessageParam
+	for _, m := range req.Messages {
+		var blocks []sdk.ContentBlockParamUnion
+		for _, c := range m.Content {
+			switch c.Type {
+			case llm.ContentText:
+				if c.Text != "" {
+					blocks = append(blocks, sdk.NewTextBlock(c.Text))
+				}
+			case llm.ContentToolCall:
+				var input any = map[string]any{}
+				if len(c.Input) > 0 {
+					_ = json.Unmarshal(c.Input, &input)
+				}
+				blocks = append(blocks, sdk.NewToolUseBlock(c.CallID, input, c.Name))
+			case llm.ContentToolResult:
+				blocks = append(blocks, sdk.NewToolResultBlock(c.CallID, c.Text, c.IsError))
+			}
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if m.Role == llm.RoleAssistant {
+			msgs = append(msgs, sdk.NewAssistantMessage(blocks...))
+		} else {
+			msgs = append(msgs, sdk.NewUserMessage(blocks...))
+		}
+	}
+	mt := p.maxTokens
+	if req.MaxTokens > 0 {
+		mt = int64(req.MaxTokens)
+	}
+	params := sdk.MessageNewParams{Model: sdk.Model(req.Model), MaxTokens: mt, Messages: msgs}
+	if req.System != "" {
+		params.System = []sdk.TextBlockParam{{Text: req.System}}
+	}
+	for _, t := range req.Tools {
+		var schema struct {
+			Properties any      `json:"properties"`
+			Required   []string `json:"required"`
+		}
+		_ = json.Unmarshal(t.Schema, &schema)
+		tp := sdk.ToolParam{Name: t.Name, Description: sdk.String(t.Description),
+			InputSchema: sdk.ToolInputSchemaParam{Properties: schema.Properties, Required: schema.Required}}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tp})
+	}
+	return params
+}
+
+// Stream implements llm.Provider.
+func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) error {
+	stream := p.client.Messages.NewStreaming(ctx, p.params(req))
+	defer stream.Close()
+	type toolUse struct {
+		id, name string
+		input    []byte
+	}
+	var tool *toolUse
+	var usage llm.Usage
+	finish := "stop"
+	started := false
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "message_start":
+			u := ev.Message.Usage
+			usage.Input, usage.CacheRead, usage.CacheWrite = u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens
+			usage.Output = u.OutputTokens
+		case "content_block_start":
+			if ev.ContentBlock.Type == "tool_use" {
+				tool = &toolUse{id: ev.ContentBlock.ID, name: ev.ContentBlock.Name}
+				started = true
+			}
+		case "content_block_delta":
+			switch ev.Delta.Type {
+			case "text_delta":
+				started = true
+				if err := emit(llm.Event{Kind: llm.EventText, Text: ev.Delta.Text}); err != nil {
+					return err
+				}
+			case "thinking_delta":
+				started = true
+				if err := emit(llm.Event{Kind: llm.EventReasoning, Text: ev.Delta.Thinking}); err != nil {
+					return err
+				}
+			case "input_json_delta":
+				if tool != nil {
+					tool.input = append(tool.input, ev.Delta.PartialJSON...)
+				}
+			}
+		case "content_block_stop":
+			if tool != nil {
+				in := tool.input
+				if len(in) == 0 {
+					in = []byte("{}")
+				}
+				if err := emit(llm.Event{Kind: llm.EventToolCall, CallID: tool.id, Name: tool.name, Input: json.RawMessage(in)}); err != nil {
+					return err
+				}
+				tool = nil
+			}
+		case "message_delta":
+			if ev.Usage.OutputTokens > 0 {
+				usage.Output = ev.Usage.OutputTokens
+			}
+			if ev.Usage.InputTokens > 0 {
+				usage.Input = ev.Usage.InputTokens
+			}
+			if ev.Usage.CacheReadInputTokens > 0 {
+				usage.CacheRead = ev.Usage.CacheReadInputTokens
+			}
+			if ev.Usage.CacheCreationInputTokens > 0 {
+				usage.CacheWrite = ev.Usage.CacheCreationInputTokens
+			}
+			switch ev.Delta.StopReason {
+			case "tool_use":
+				finish = "tool-calls"
+			case "max_tokens":
+				finish = "length"
+			case "":
+			default:
+				finish = "stop"
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return classify(err, started)
+	}
+	return emit(llm.Event{Kind: llm.EventFinish, Finish: finish, Usage: usage})
+}
+
+func classify(err error, started bool) error {
+	var apiErr *sdk.Error
+	if errors.As(err, &apiErr) {
+		var h http.Header
+		if apiErr.Response != nil {
+			h = apiErr.Response.Header
+		}
+		msg := apiErr.Message
+		if msg == "" {
+			msg = apiErr.Error()
+		}
+		e := llm.FromHTTP(apiErr.StatusCode, msg, h, apiErr.RawJSON(), time.Now())
+		if apiErr.StatusCode == 529 {
+			e.Retryable = true
+		}
+		e.Started = started
+		return e
+	}
+	return llm.FromTransport(err, started)
+}

@@ -1,0 +1,75 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FromHTTP builds an APIError from a provider's HTTP error answer,
+// honouring retry-after-ms and Retry-After (seconds or an HTTP date).
+func FromHTTP(status int, msg string, header http.Header, body string, now time.Time) *APIError {
+	e := &APIError{Message: msg, StatusCode: status, Retryable: RetryableStatus(status), Body: body,
+		Auth: status == http.StatusUnauthorized || status == http.StatusForbidden}
+	if e.Message == "" {
+		e.Message = http.StatusText(status)
+	}
+	if header != nil {
+		e.Headers = map[string]string{}
+		for k := range header {
+			e.Headers[strings.ToLower(k)] = header.Get(k)
+		}
+		e.RetryAfter = RetryAfter(header, now)
+		// Anthropic signals overload with 529 and an error type; both are
+		// retryable like 5xx.
+		if strings.EqualFold(header.Get("x-should-retry"), "true") {
+			e.Retryable = true
+		}
+	}
+	if strings.Contains(body, "overloaded") {
+		e.Retryable = true
+	}
+	return e
+}
+
+// RetryAfter reads a provider's requested delay from its headers.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// FromTransport classifies an error that happened on the way to the
+// provider or while reading its stream. started tells whether output had
+// already been emitted.
+func FromTransport(err error, started bool) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return err
+	}
+	// Refused or reset connections, timeouts and streams that break or
+	// garble are all worth another try; the engine decides how a retry
+	// after visible output is shown.
+	return &APIError{Message: err.Error(), Started: started, Retryable: true}
+}
