@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/tool"
+	"github.com/agentd/agentd/internal/tool/builtin"
 )
 
 // Config is everything needed to run one agentd node.
@@ -83,16 +84,16 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.Models == nil {
 		cfg.Models = llm.NewRegistry()
 	}
-	if _, _, err := cfg.Models.Resolve(cfg.Engine.DefaultModel); cfg.Engine.DefaultModel.ProviderID == "" || err != nil {
-		if cfg.Engine.DefaultModel.ProviderID != "" {
-			return nil, fmt.Errorf("default model %s/%s: %w", cfg.Engine.DefaultModel.ProviderID, cfg.Engine.DefaultModel.ModelID, err)
-		}
-	}
 	if _, _, err := cfg.Models.Resolve(scriptedRef); err != nil {
 		cfg.Models.Add(scripted.ProviderID, &scripted.Model{}, nil)
 	}
+	if ref := cfg.Engine.DefaultModel; ref.ProviderID != "" {
+		if _, _, err := cfg.Models.Resolve(ref); err != nil {
+			return nil, fmt.Errorf("default model %s/%s: %w", ref.ProviderID, ref.ModelID, err)
+		}
+	}
 	if cfg.Tools == nil {
-		cfg.Tools = tool.NewRegistry()
+		cfg.Tools = tool.NewRegistry(builtin.All()...)
 	}
 	cfg.Engine.Logger = cfg.Logger
 

@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/internal/llm/scripted"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
+	"github.com/agentd/agentd/internal/tool/builtin"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,7 +40,7 @@ type option func(*app.Config)
 // its input's text, count increments a counter (to detect replays), block
 // waits until cancelled.
 func testTools(counter *atomic.Int64) *tool.Registry {
-	return tool.NewRegistry(
+	return tool.NewRegistry(append(builtin.All(),
 		&tool.Func{ToolName: "echo", Desc: "Echo text.", Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 			var in struct {
 				Text string `json:"text"`
@@ -57,7 +58,7 @@ func testTools(counter *atomic.Int64) *tool.Registry {
 			<-ctx.Done()
 			return tool.Errorf("cancelled"), nil
 		}},
-	)
+	)...)
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -602,5 +606,41 @@ func TestStoreStatusMatchesAPI(t *testing.T) {
 	api := n.status(sid)
 	if st.Type != api.Type || st.Last.RunID != api.Last.RunID {
 		t.Errorf("store %+v vs API %+v", st, api)
+	}
+}
+
+// TestAbortKillsBash: a running bash tool (sleep 600) is gone within a
+// second of POST /session/{id}/abort.
+func TestAbortKillsBash(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:bash:{"command":"echo $$ > shell.pid; sleep 600"}`}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitToolRunning(sid)
+	pidFile := filepath.Join(n.cfg.Directory, "shell.pid")
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0; {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if time.Now().After(deadline) {
+			t.Fatal("bash never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	if ok, err := n.c.Abort(t.Context(), sid); err != nil || !ok {
+		t.Fatalf("abort: %v %v", ok, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("abort took %v", d)
+	}
+	if syscall.Kill(-pid, 0) == nil {
+		t.Errorf("process group %d still exists after abort", pid)
+	}
+	st := n.status(sid)
+	if st.Last.Outcome != core.RunInterrupted || st.Last.Reason != core.ReasonAborted {
+		t.Errorf("status = %+v", st)
 	}
 }

@@ -1,0 +1,157 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentd/agentd/internal/tool"
+)
+
+// Limits of the bash tool.
+const (
+	bashDefaultTimeout = 2 * time.Minute
+	bashMaxTimeout     = 10 * time.Minute
+	bashOutputCap      = 30000
+	// killGrace is how long a process group has between SIGTERM and
+	// SIGKILL when it is stopped.
+	killGrace = 200 * time.Millisecond
+)
+
+// Bash runs shell commands.
+type Bash struct{}
+
+// Name implements tool.Tool.
+func (Bash) Name() string { return "bash" }
+
+// Description implements tool.Tool.
+func (Bash) Description() string { return describe("bash") }
+
+// Schema implements tool.Tool.
+func (Bash) Schema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number","description":"milliseconds"},"workdir":{"type":"string"},"description":{"type":"string"}},"required":["command"]}`)
+}
+
+// capped keeps the first bashOutputCap bytes written to it.
+type capped struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	truncated bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := bashOutputCap - c.buf.Len()
+	if len(p) > room {
+		c.buf.Write(p[:max(room, 0)])
+		c.truncated = true
+		return len(p), nil
+	}
+	c.buf.Write(p)
+	return len(p), nil
+}
+
+// Run implements tool.Tool.
+func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
+	var in struct {
+		Command     string  `json:"command"`
+		Timeout     float64 `json:"timeout"`
+		Workdir     string  `json:"workdir"`
+		Description string  `json:"description"`
+	}
+	if r := decode(call.Input, &in); r != nil {
+		return *r, nil
+	}
+	if in.Command == "" {
+		return tool.Errorf("command is required"), nil
+	}
+	dir := call.Directory
+	if in.Workdir != "" {
+		d, r := path(call, in.Workdir, "workdir")
+		if r != nil {
+			return *r, nil
+		}
+		dir = d
+	}
+	timeout := bashDefaultTimeout
+	if in.Timeout > 0 {
+		timeout = min(time.Duration(in.Timeout*float64(time.Millisecond)), bashMaxTimeout)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	cmd := exec.Command("bash", "-c", in.Command)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &capped{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return tool.Result{}, fmt.Errorf("start bash: %w", err)
+	}
+	pgid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var err error
+	stopped := false
+	select {
+	case err = <-done:
+	case <-runCtx.Done():
+		stopped = true
+		err = stopGroup(pgid, done)
+	}
+	// Children left in the background would outlive the call; end them.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+
+	md := map[string]any{"description": in.Description, "truncated": out.truncated}
+	text := out.buf.String()
+	if out.truncated {
+		text += fmt.Sprintf("\n… output cut at %d bytes", bashOutputCap)
+	}
+	exit := 0
+	var ee *exec.ExitError
+	switch {
+	case stopped && ctx.Err() != nil:
+		return tool.Result{Output: text + "\n(command stopped: the run was aborted)", Metadata: md, IsError: true}, nil
+	case stopped:
+		md["timeout"] = true
+		return tool.Result{Output: text + fmt.Sprintf("\n(command timed out after %v)", timeout), Metadata: md, IsError: true}, nil
+	case errors.As(err, &ee):
+		exit = ee.ExitCode()
+	case err != nil:
+		return tool.Result{}, fmt.Errorf("wait bash: %w", err)
+	}
+	md["exit"] = exit
+	title := in.Description
+	if title == "" {
+		title = in.Command
+	}
+	res := tool.Result{Output: text, Title: title, Metadata: md}
+	if exit != 0 {
+		res.IsError = true
+		res.Output = fmt.Sprintf("%s\n(exit status %d)", text, exit)
+	}
+	return res, nil
+}
+
+// stopGroup ends a process group: SIGTERM, then SIGKILL after a short
+// grace, and waits for the shell to be reaped.
+func stopGroup(pgid int, done <-chan error) error {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	t := time.NewTimer(killGrace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	return <-done
+}

@@ -1,0 +1,229 @@
+package builtin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/tool"
+)
+
+const (
+	readDefaultLimit = 2000
+	readMaxLine      = 2000
+)
+
+// Read reads text files.
+type Read struct{}
+
+// Name implements tool.Tool.
+func (Read) Name() string { return "read" }
+
+// Description implements tool.Tool.
+func (Read) Description() string { return describe("read") }
+
+// Schema implements tool.Tool.
+func (Read) Schema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"filePath":{"type":"string"},"offset":{"type":"integer"},"limit":{"type":"integer"}},"required":["filePath"]}`)
+}
+
+// Run implements tool.Tool.
+func (Read) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
+	var in struct {
+		FilePath string `json:"filePath"`
+		Offset   int    `json:"offset"`
+		Limit    int    `json:"limit"`
+	}
+	if r := decode(call.Input, &in); r != nil {
+		return *r, nil
+	}
+	p, r := path(call, in.FilePath, "filePath")
+	if r != nil {
+		return *r, nil
+	}
+	if in.Offset < 0 || in.Limit < 0 {
+		return tool.Errorf("offset and limit must not be negative"), nil
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot read %s: %v", in.FilePath, errText(err))), nil
+	}
+	if isBinary(data) {
+		return tool.Errorf(fmt.Sprintf("%s is a binary file; read shows text files only", in.FilePath)), nil
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = readDefaultLimit
+	}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	var sb strings.Builder
+	end := min(in.Offset+limit, len(lines))
+	for i := in.Offset; i < end; i++ {
+		line := lines[i]
+		if len(line) > readMaxLine {
+			line = line[:readMaxLine] + "… (line cut)"
+		}
+		fmt.Fprintf(&sb, "%05d| %s\n", i+1, line)
+	}
+	if end < len(lines) {
+		fmt.Fprintf(&sb, "(file has %d lines; read more with offset %d)\n", len(lines), end)
+	}
+	return tool.Result{Output: sb.String(), Title: rel(call.Directory, p), Metadata: map[string]any{"lines": len(lines)}}, nil
+}
+
+func isBinary(data []byte) bool {
+	head := data[:min(len(data), 8192)]
+	return bytes.IndexByte(head, 0) >= 0 || !utf8.Valid(head[:max(0, len(head)-4)])
+}
+
+func errText(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// Write writes files atomically.
+type Write struct{}
+
+// Name implements tool.Tool.
+func (Write) Name() string { return "write" }
+
+// Description implements tool.Tool.
+func (Write) Description() string { return describe("write") }
+
+// Schema implements tool.Tool.
+func (Write) Schema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"filePath":{"type":"string"},"content":{"type":"string"}},"required":["filePath","content"]}`)
+}
+
+// Run implements tool.Tool.
+func (Write) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
+	var in struct {
+		FilePath string  `json:"filePath"`
+		Content  *string `json:"content"`
+	}
+	if r := decode(call.Input, &in); r != nil {
+		return *r, nil
+	}
+	if in.Content == nil {
+		return tool.Errorf("content is required"), nil
+	}
+	p, r := path(call, in.FilePath, "filePath")
+	if r != nil {
+		return *r, nil
+	}
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return tool.Errorf(fmt.Sprintf("%s is a directory", in.FilePath)), nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot create the directory of %s: %v", in.FilePath, errText(err))), nil
+	}
+	perm := os.FileMode(0o644)
+	_, statErr := os.Stat(p)
+	existed := statErr == nil
+	if st, err := os.Stat(p); err == nil {
+		perm = st.Mode().Perm()
+	}
+	if err := WriteFileAtomic(p, []byte(*in.Content), perm); err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
+	}
+	return tool.Result{Output: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), rel(call.Directory, p)),
+		Title: rel(call.Directory, p), Metadata: map[string]any{"existed": existed, "bytes": len(*in.Content)}}, nil
+}
+
+// Edit replaces text in files.
+type Edit struct{}
+
+// Name implements tool.Tool.
+func (Edit) Name() string { return "edit" }
+
+// Description implements tool.Tool.
+func (Edit) Description() string { return describe("edit") }
+
+// Schema implements tool.Tool.
+func (Edit) Schema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"filePath":{"type":"string"},"oldString":{"type":"string"},"newString":{"type":"string"},"replaceAll":{"type":"boolean"}},"required":["filePath","oldString","newString"]}`)
+}
+
+// Run implements tool.Tool.
+func (Edit) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
+	var in struct {
+		FilePath   string `json:"filePath"`
+		OldString  string `json:"oldString"`
+		NewString  string `json:"newString"`
+		ReplaceAll bool   `json:"replaceAll"`
+	}
+	if r := decode(call.Input, &in); r != nil {
+		return *r, nil
+	}
+	p, r := path(call, in.FilePath, "filePath")
+	if r != nil {
+		return *r, nil
+	}
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) && in.OldString == "" {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return tool.Errorf(errText(err)), nil
+		}
+		if err := WriteFileAtomic(p, []byte(in.NewString), 0o644); err != nil {
+			return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
+		}
+		return tool.Result{Output: "created " + rel(call.Directory, p), Title: rel(call.Directory, p)}, nil
+	}
+	if err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot read %s: %v", in.FilePath, errText(err))), nil
+	}
+	if in.OldString == "" {
+		return tool.Errorf("oldString must not be empty for an existing file"), nil
+	}
+	if in.OldString == in.NewString {
+		return tool.Errorf("oldString and newString are the same; nothing to change"), nil
+	}
+	text := string(data)
+	n := strings.Count(text, in.OldString)
+	switch {
+	case n == 0:
+		return tool.Errorf(fmt.Sprintf("oldString was not found in %s", in.FilePath)), nil
+	case n > 1 && !in.ReplaceAll:
+		return tool.Errorf(fmt.Sprintf("oldString occurs %d times in %s; give more context to make it unique, or set replaceAll", n, in.FilePath)), nil
+	}
+	if in.ReplaceAll {
+		text = strings.ReplaceAll(text, in.OldString, in.NewString)
+	} else {
+		text = strings.Replace(text, in.OldString, in.NewString, 1)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return tool.Errorf(errText(err)), nil
+	}
+	if err := WriteFileAtomic(p, []byte(text), st.Mode().Perm()); err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
+	}
+	return tool.Result{Output: fmt.Sprintf("replaced %d occurrence(s) in %s", max(1, btoi(in.ReplaceAll)*n), rel(call.Directory, p)),
+		Title: rel(call.Directory, p), Metadata: map[string]any{"replacements": max(1, btoi(in.ReplaceAll)*n)}}, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
