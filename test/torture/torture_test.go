@@ -1,0 +1,451 @@
+// Package torture holds the crash torture test: the real agentd binary,
+// fakellm as its provider, many sessions, and SIGKILL at random moments.
+// It runs when AGENTD_TORTURE=1 (CI sets it); AGENTD_TORTURE_SECONDS and
+// AGENTD_TORTURE_SEED tune it.
+package torture
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/fakellm"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/sqlite"
+)
+
+type server struct {
+	t       *testing.T
+	bin     string
+	args    []string
+	dir     string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	url     string
+	kills   int
+	logFile *os.File
+}
+
+func (s *server) start() {
+	s.t.Helper()
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Dir = s.dir
+	cmd.Stderr = s.logFile
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	c := client.New(s.url)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Health(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("agentd did not come up: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.mu.Lock()
+	s.cmd = cmd
+	s.mu.Unlock()
+}
+
+func (s *server) kill() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	s.kills++
+}
+
+func (s *server) stop() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+type accepted struct {
+	sessionID, messageID, token string
+}
+
+type sample struct {
+	sessionID string
+	t0, t1    int64
+	status    core.SessionStatus
+}
+
+func TestTorture(t *testing.T) {
+	if os.Getenv("AGENTD_TORTURE") != "1" {
+		t.Skip("set AGENTD_TORTURE=1 to run the crash torture test")
+	}
+	seconds := 60
+	if v, err := strconv.Atoi(os.Getenv("AGENTD_TORTURE_SECONDS")); err == nil && v > 0 {
+		seconds = v
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("AGENTD_TORTURE_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d, %d s", seed, seconds)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var rngMu sync.Mutex
+	randN := func(n int) int { rngMu.Lock(); defer rngMu.Unlock(); return rng.IntN(n) }
+
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	bin := filepath.Join(dir, "agentd")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/agentd")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	fake := fakellm.New(fakellm.Options{Second: 200 * time.Millisecond})
+	hs := httptest.NewServer(fake.Handler())
+	defer hs.Close()
+	cfgPath := filepath.Join(dir, "agentd.json")
+	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
+		"agentd":{"retry":{"maxAttempts":4}}}`), 0o644)
+	port := freePort(t)
+	dbPath := filepath.Join(dir, "agentd.db")
+	logFile, _ := os.Create(filepath.Join(dir, "agentd.log"))
+	defer logFile.Close()
+	srv := &server{t: t, bin: bin, dir: ws, url: "http://127.0.0.1:" + strconv.Itoa(port), logFile: logFile,
+		args: []string{"serve", "--port", strconv.Itoa(port), "--db", dbPath, "--config", cfgPath, "--log-level", "warn"}}
+	srv.start()
+	c := client.New(srv.url)
+	c.HTTP = &http.Client{Timeout: 10 * time.Second}
+
+	ctx, stopAll := context.WithCancel(context.Background())
+	defer stopAll()
+	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+
+	// SSE consumer: follows /event across every restart.
+	var seenMu sync.Mutex
+	var seen []int64
+	var cursor int64
+	consumerDone := make(chan struct{})
+	go func() {
+		defer close(consumerDone)
+		sc := client.New(srv.url)
+		for ctx.Err() == nil {
+			_ = sc.Events(ctx, "", cursor, true, func(ev client.Event) error {
+				if ev.Seq > 0 {
+					seenMu.Lock()
+					seen = append(seen, ev.Seq)
+					cursor = ev.Seq
+					seenMu.Unlock()
+				}
+				return nil
+			})
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+
+	// Drivers.
+	const sessions = 12
+	var accMu sync.Mutex
+	var acc []accepted
+	var sids []string
+	for range sessions {
+		s, err := c.CreateSession(ctx, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, s.ID)
+	}
+	var wg sync.WaitGroup
+	driveCtx, stopDrive := context.WithDeadline(ctx, deadline)
+	defer stopDrive()
+	for _, sid := range sids {
+		wg.Go(func() {
+			for driveCtx.Err() == nil {
+				token := core.NewID("tok", false)
+				var text string
+				switch randN(6) {
+				case 0:
+					text = "reply:plain answer " + token
+				case 1:
+					text = "sleep:" + strconv.Itoa(2+randN(6)) + "\nreply:slow " + token
+				case 2, 3:
+					text = `tool:bash:{"command":"echo ` + token + ` >> ../counter.txt; sleep 0.` + strconv.Itoa(randN(9)) + `"}` + "\nreply:counted"
+				case 4:
+					text = "fail:503x1\nreply:after retry " + token
+				case 5:
+					text = "sleep:20\nreply:to be aborted"
+				}
+				msgID := core.NewID(core.PrefixMessage, false)
+				p := client.Prompt{Text: text, MessageID: msgID, Busy: "queue"}
+				// Retry the send until it is acknowledged; the message id
+				// makes repeats harmless.
+				for driveCtx.Err() == nil {
+					if err := c.SendAsync(driveCtx, sid, p); err == nil {
+						accMu.Lock()
+						acc = append(acc, accepted{sid, msgID, token})
+						accMu.Unlock()
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if strings.HasPrefix(text, "sleep:20") {
+					time.Sleep(time.Duration(200+randN(800)) * time.Millisecond)
+					_, _ = c.Abort(driveCtx, sid)
+				}
+				for driveCtx.Err() == nil {
+					st, err := c.Wait(driveCtx, sid, "", 5*time.Second)
+					if err == nil && st.Type == core.StatusIdle {
+						break
+					}
+					if err != nil {
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+			}
+		})
+	}
+
+	// Poller.
+	var samplesMu sync.Mutex
+	var samples []sample
+	wg.Go(func() {
+		for driveCtx.Err() == nil {
+			sid := sids[randN(len(sids))]
+			t0 := time.Now().UnixMilli()
+			st, err := c.Status(driveCtx, sid)
+			t1 := time.Now().UnixMilli()
+			if err == nil {
+				samplesMu.Lock()
+				samples = append(samples, sample{sid, t0, t1, st})
+				samplesMu.Unlock()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+
+	// Killer.
+	for time.Now().Before(deadline.Add(-2 * time.Second)) {
+		time.Sleep(time.Duration(700+randN(2300)) * time.Millisecond)
+		srv.kill()
+		srv.start()
+	}
+	stopDrive()
+	wg.Wait()
+
+	// Let every accepted prompt finish, then stop cleanly.
+	for _, sid := range sids {
+		for {
+			st, err := c.Wait(ctx, sid, "", 60*time.Second)
+			if err == nil && st.Type == core.StatusIdle {
+				break
+			}
+			if err != nil && ctx.Err() != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Give the consumer the tail of the log.
+	stDB, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lastSeq, _ := stDB.EventBounds(ctx)
+	for i := 0; ; i++ {
+		seenMu.Lock()
+		cur := cursor
+		seenMu.Unlock()
+		if cur >= lastSeq {
+			break
+		}
+		if i > 500 {
+			t.Fatalf("consumer stuck at %d of %d", cur, lastSeq)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopAll()
+	<-consumerDone
+	srv.stop()
+	stDB.Close()
+	stDB, err = sqlite.Open(context.Background(), dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stDB.Close()
+	verify(t, stDB, acc, samples, seen, filepath.Join(dir, "counter.txt"), srv.kills)
+}
+
+func verify(t *testing.T, st *sqlite.Store, acc []accepted, samples []sample, seen []int64, counterPath string, kills int) {
+	ctx := context.Background()
+	var lost, dupRuns, badEnds int
+	runsBySession := map[string][]core.Run{}
+	for _, a := range acc {
+		if _, ok := runsBySession[a.sessionID]; !ok {
+			runs, err := st.Runs(ctx, a.sessionID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runsBySession[a.sessionID] = runs
+		}
+		if _, err := st.Message(ctx, a.sessionID, a.messageID); errors.Is(err, store.ErrNotFound) {
+			lost++
+			t.Errorf("accepted prompt %s is not in the transcript", a.messageID)
+			continue
+		}
+		n := 0
+		for _, r := range runsBySession[a.sessionID] {
+			if r.UserMessageID == a.messageID {
+				n++
+				if !core.TerminalState(r.State) {
+					badEnds++
+					t.Errorf("run %s never ended: %s", r.ID, r.State)
+				}
+			}
+		}
+		if n != 1 {
+			dupRuns++
+			t.Errorf("prompt %s has %d runs", a.messageID, n)
+		}
+	}
+
+	// One end per run in the log; seq dense.
+	type tally struct{ terminal, idleParts, idleEvents int }
+	tallies := map[string]*tally{}
+	get := func(id string) *tally {
+		if tallies[id] == nil {
+			tallies[id] = &tally{}
+		}
+		return tallies[id]
+	}
+	var all []core.Event
+	for after := int64(0); ; {
+		evs, err := st.Events(ctx, store.EventQuery{After: after, Limit: 5000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, evs...)
+		if len(evs) < 5000 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	resumes := 0
+	for i, ev := range all {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("seq hole: event %d has seq %d", i, ev.Seq)
+		}
+		switch ev.Type {
+		case core.EventRunUpdated:
+			var p struct{ Run core.Run }
+			json.Unmarshal(ev.Properties, &p)
+			if core.TerminalState(p.Run.State) {
+				get(p.Run.ID).terminal++
+			}
+		case core.EventPartUpdated:
+			var p struct{ Part core.Part }
+			json.Unmarshal(ev.Properties, &p)
+			if p.Part.Type == core.PartIdle {
+				get(p.Part.RunID).idleParts++
+			}
+		case core.EventSessionIdle:
+			var p core.IdleEventProps
+			json.Unmarshal(ev.Properties, &p)
+			get(p.RunID).idleEvents++
+		case core.EventSessionStatus:
+			if strings.Contains(string(ev.Properties), `"phase":"recovering"`) {
+				resumes++
+			}
+		}
+	}
+	duplicates := 0
+	for id, tl := range tallies {
+		if tl.terminal != 1 || tl.idleParts != 1 || tl.idleEvents > 1 {
+			duplicates++
+			t.Errorf("run %s: %d terminal updates, %d idle parts, %d session.idle", id, tl.terminal, tl.idleParts, tl.idleEvents)
+		}
+	}
+
+	// The consumer saw every durable event exactly once, in order.
+	if len(seen) != len(all) {
+		t.Errorf("consumer saw %d events, log has %d", len(seen), len(all))
+	}
+	for i, s := range seen {
+		if s != int64(i+1) {
+			t.Errorf("consumer: event %d has seq %d (gap or duplicate)", i, s)
+			break
+		}
+	}
+
+	// No tool ran twice.
+	counts := map[string]int{}
+	if f, err := os.Open(counterPath); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			counts[strings.TrimSpace(sc.Text())]++
+		}
+		f.Close()
+	}
+	toolRuns := 0
+	for tok, n := range counts {
+		toolRuns += n
+		if n > 1 {
+			duplicates++
+			t.Errorf("tool with token %s ran %d times", tok, n)
+		}
+	}
+
+	// Status never said idle while a run of the session was in flight.
+	lies := 0
+	for _, s := range samples {
+		if s.status.Type != core.StatusIdle {
+			continue
+		}
+		runs, _ := st.Runs(ctx, s.sessionID, 0)
+		for _, r := range runs {
+			if r.Time.Created < s.t0-100 && (r.Time.Ended == 0 || r.Time.Ended > s.t1+100) {
+				lies++
+				t.Errorf("status of %s said idle at %d..%d while run %s (created %d, ended %d) was in flight", s.sessionID, s.t0, s.t1, r.ID, r.Time.Created, r.Time.Ended)
+				break
+			}
+		}
+	}
+	ic, err := st.IntegrityCheck(ctx)
+	if err != nil || ic != "ok" {
+		t.Errorf("integrity_check = %q, %v", ic, err)
+	}
+	fmt.Printf("torture: prompts=%d kills=%d resumes=%d runs=%d tool_runs=%d events=%d status_samples=%d lost=%d duplicates=%d lies=%d unended=%d integrity=%s\n",
+		len(acc), kills, resumes, len(tallies), toolRuns, len(all), len(samples), lost+dupRuns, duplicates, lies, badEnds, ic)
+}
