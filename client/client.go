@@ -346,3 +346,19 @@ func ReadSSE(r io.Reader, fn func(Event) error) error {
 	}
 	return sc.Err()
 }
+
+// PermissionRequest is a pending question to the user.
+type PermissionRequest = core.PermissionRequest
+
+// Permissions lists pending permission requests.
+func (c *Client) Permissions(ctx context.Context) ([]PermissionRequest, error) {
+	var out []PermissionRequest
+	err := c.do(ctx, "GET", "/permission", nil, &out)
+	return out, err
+}
+
+// ReplyPermission answers a request: "once", "always" or "reject" (with an
+// optional message for the model).
+func (c *Client) ReplyPermission(ctx context.Context, id, reply, message string) error {
+	return c.do(ctx, "POST", "/permission/"+url.PathEscape(id)+"/reply", map[string]string{"reply": reply, "message": message}, nil)
+}

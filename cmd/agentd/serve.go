@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/permission"
 	"github.com/agentd/agentd/internal/server"
 )
 
@@ -70,6 +71,9 @@ func cmdServe(ctx context.Context, args []string) error {
 		Security: sec, Logger: log, Models: models,
 	}
 	cfg.Engine.DefaultModel = def
+	if cfg.Engine.Permission, err = permission.ParseConfig(file.Permission); err != nil {
+		return err
+	}
 	cfg.Engine.Resume = *resume
 	if file.Agentd.Resume != nil && !flagSet(fs, "resume") {
 		cfg.Engine.Resume = *file.Agentd.Resume

@@ -107,7 +107,10 @@ func TestToolLoop(t *testing.T) {
 
 func TestMaxSteps(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, func(c *app.Config) { c.Engine.MaxSteps = 3 })
+	n := startNode(t, func(c *app.Config) {
+		c.Engine.MaxSteps = 3
+		c.Engine.Permission = []core.Rule{{Permission: "doom_loop", Pattern: "*", Action: core.ActionAllow}}
+	})
 	sid := n.session()
 	m := n.send(sid, `loop:echo:{"text":"again"}`)
 	idle := partOf(m, core.PartIdle)
@@ -303,10 +306,10 @@ func TestBusyPolicies(t *testing.T) {
 	})
 	t.Run("steer", func(t *testing.T) {
 		sid := n.session()
-		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "sleep:2\nreply:first"}); err != nil {
+		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "sleep:5\nreply:first"}); err != nil {
 			t.Fatal(err)
 		}
-		n.waitFor(sid, func(st core.SessionStatus) bool { return st.Type == core.StatusBusy })
+		n.streamingStarted(sid, "")
 		m, err := n.c.Send(ctx, sid, client.Prompt{Text: "reply:steered"})
 		if err != nil {
 			t.Fatal(err)

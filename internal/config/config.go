@@ -26,6 +26,8 @@ type File struct {
 	Model      string              `json:"model"`
 	SmallModel string              `json:"small_model"`
 	Provider   map[string]Provider `json:"provider"`
+	// Permission is opencode's permission config; see package permission.
+	Permission json.RawMessage `json:"permission"`
 	// Agentd holds agentd's own settings.
 	Agentd Settings `json:"agentd"`
 }
@@ -138,6 +140,9 @@ func merge(a, b File) File {
 	}
 	for k, v := range b.Provider {
 		a.Provider[k] = v
+	}
+	if len(b.Permission) > 0 {
+		a.Permission = b.Permission
 	}
 	if b.Agentd.MaxSteps != 0 {
 		a.Agentd.MaxSteps = b.Agentd.MaxSteps

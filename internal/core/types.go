@@ -16,6 +16,9 @@ type Session struct {
 	Version   string         `json:"version"`
 	Time      SessionTime    `json:"time"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
+	// Permission holds the session's own rules, added to the configured
+	// ones (and grown by "always" replies).
+	Permission []Rule `json:"permission,omitempty"`
 }
 
 // SessionTime holds a session's timestamps in epoch milliseconds.

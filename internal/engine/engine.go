@@ -85,7 +85,10 @@ type Config struct {
 	// ShutdownGrace bounds how long Stop waits for runs to reach a safe
 	// boundary; default 5 s.
 	ShutdownGrace time.Duration
-	Logger        *slog.Logger
+	// Permission rules from the configuration, applied after the defaults
+	// and before each session's own rules.
+	Permission []core.Rule
+	Logger     *slog.Logger
 }
 
 func (c *Config) setDefaults() {

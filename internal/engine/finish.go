@@ -138,6 +138,9 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 	w.message(*msg)
 	w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: msg.ID, Type: core.PartIdle,
 		RunID: run.ID, Outcome: o.state, Reason: o.reason, Error: o.err, Time: core.PartTime{Start: now}})
+	if err := closePermissions(ctx, &w, tx, run, o.state, now); err != nil {
+		return err
+	}
 	run.State, run.Reason, run.Error, run.Time.Ended = o.state, o.reason, o.err, now
 	run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = "", 0, "", 0
 	w.run(run)
@@ -209,6 +212,17 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 	if err != nil {
 		return err
 	}
+	// A call waiting for a permission has not run; it keeps waiting.
+	waiting := map[string]bool{}
+	pending, err := tx.PendingPermissions(ctx, run.SessionID)
+	if err != nil {
+		return err
+	}
+	for _, q := range pending {
+		if q.RunID == run.ID {
+			waiting[q.PartID] = true
+		}
+	}
 	for _, info := range infos {
 		if info.Role != core.RoleAssistant {
 			continue
@@ -219,6 +233,7 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 		}
 		for _, p := range m.Parts {
 			switch {
+			case p.Type == core.PartTool && waiting[p.ID] && p.State.Status == core.ToolPending:
 			case p.Type == core.PartTool && (p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning):
 				start := p.State.Time.Start
 				if start == 0 {
@@ -233,7 +248,7 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 				w.part(p)
 			}
 		}
-		if m.Info.Completed == 0 {
+		if m.Info.Completed == 0 && len(waiting) == 0 {
 			info := m.Info
 			info.Completed = now
 			info.Finish = "error"
@@ -251,6 +266,12 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 	case run.Resumes >= e.cfg.MaxResumes:
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
 			err: core.NewError("UnknownError", "run was resumed too often without completing a step")}, nil)
+	}
+	if len(waiting) > 0 {
+		run.State, run.Phase = core.RunRunning, core.PhaseWaitingPermission
+		w.run(run)
+		w.status(run.SessionID, core.StatusOf(&run, nil))
+		return w.err
 	}
 	run.State, run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, core.PhaseRecovering, 0, "", 0
 	run.Resumes++

@@ -63,6 +63,8 @@ type runner struct {
 	step *step
 	// prefix is the conversation before this run, converted once.
 	prefix []llm.Message
+	// recent holds the tool calls of this run, for the doom-loop guard.
+	recent []string
 }
 
 // step is one model call and the parts it produced, kept in memory so that
@@ -91,6 +93,19 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 	provider, modelName, err := e.models.Resolve(r.run.Model)
 	if err != nil {
 		return outcome{state: core.RunFailed, reason: core.ReasonProviderError, err: core.NewError("ProviderModelNotFoundError", err.Error())}, true
+	}
+	// A step cut off while its tool calls waited for permission continues
+	// with those calls, not with a new model call.
+	if s, err := r.unfinishedStep(ctx); err != nil {
+		return r.cancelled(ctx, err)
+	} else if s != nil {
+		r.step = s
+		if o, done := r.runTools(ctx); done {
+			if o.state == "" {
+				return r.cancelled(ctx, ctx.Err())
+			}
+			return o, true
+		}
 	}
 	for {
 		if r.run.Steps >= e.cfg.MaxSteps {
@@ -298,6 +313,42 @@ func (r *runner) startStep(ctx context.Context, parentID string) error {
 		}
 		return w.err
 	})
+}
+
+// unfinishedStep returns the run's last step when it still has tool calls
+// that never ran (they were waiting for a permission when the server
+// stopped).
+func (r *runner) unfinishedStep(ctx context.Context) (*step, error) {
+	if r.step != nil {
+		return nil, nil
+	}
+	infos, err := r.e.st.RunMessages(ctx, r.run.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(infos) - 1; i >= 0; i-- {
+		if infos[i].Role != core.RoleAssistant {
+			continue
+		}
+		m, err := r.e.st.Message(ctx, r.run.SessionID, infos[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		s := &step{msg: m.Info}
+		open := false
+		for j := range m.Parts {
+			if m.Parts[j].Type == core.PartTool {
+				p := m.Parts[j]
+				s.calls = append(s.calls, &p)
+				open = open || p.State.Status == core.ToolPending
+			}
+		}
+		if !open {
+			return nil, nil
+		}
+		return s, nil
+	}
+	return nil, nil
 }
 
 // callWithRetry makes the model call, retrying retryable failures within
@@ -551,16 +602,30 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		return outcome{}, true
 	}
 	for _, p := range r.step.calls {
+		if p.State.Status != core.ToolPending {
+			continue // done before a restart
+		}
+		t, ok := e.tools.Get(p.Tool)
+		call := tool.Call{SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID, Directory: sess.Directory, Input: p.State.Input}
+		var refused *tool.Result
+		if ok {
+			refused, err = r.authorize(ctx, sess, p, t, &call)
+			if err != nil {
+				return outcome{}, true
+			}
+		}
 		p.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()}}
 		if err := r.putPart(ctx, *p); err != nil {
 			return outcome{}, true
 		}
-		t, ok := e.tools.Get(p.Tool)
 		var res tool.Result
-		if !ok {
+		switch {
+		case !ok:
 			res = tool.Errorf(fmt.Sprintf("unknown tool %q", p.Tool))
-		} else {
-			res, err = t.Run(ctx, tool.Call{SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID, Directory: sess.Directory, Input: p.State.Input})
+		case refused != nil:
+			res = *refused
+		default:
+			res, err = t.Run(ctx, call)
 			if ctx.Err() != nil {
 				return outcome{}, true
 			}

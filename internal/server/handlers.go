@@ -72,9 +72,22 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError 
 }
 
 type sessionInput struct {
-	ParentID *string        `json:"parentID"`
-	Title    *string        `json:"title"`
-	Metadata map[string]any `json:"metadata"`
+	ParentID   *string        `json:"parentID"`
+	Title      *string        `json:"title"`
+	Metadata   map[string]any `json:"metadata"`
+	Permission []core.Rule    `json:"permission"`
+}
+
+func validRules(rules []core.Rule) *apiError {
+	for i, r := range rules {
+		if r.Permission == "" || r.Pattern == "" {
+			return badRequest("permission[%d]: permission and pattern are required", i)
+		}
+		if r.Action != core.ActionAllow && r.Action != core.ActionDeny && r.Action != core.ActionAsk {
+			return badRequest("permission[%d].action: %q is not allow, deny or ask", i, r.Action)
+		}
+	}
+	return nil
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError {
@@ -94,6 +107,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 		Time: core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()},
 	}
 	sess.Slug = slug(sess.ID)
+	if e := validRules(in.Permission); e != nil {
+		return e
+	}
+	sess.Permission = in.Permission
 	if in.Title != nil {
 		if strings.TrimSpace(*in.Title) == "" {
 			return badRequest("title: must not be empty")
@@ -442,4 +459,49 @@ func (s *Server) globalEventStream(w http.ResponseWriter, r *http.Request) *apiE
 	return s.stream(w, r, "", func(ev core.Event) any {
 		return map[string]any{"directory": dir, "payload": ev}
 	})
+}
+
+func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) *apiError {
+	list, err := s.st.PendingPermissions(r.Context(), "")
+	if err != nil {
+		return s.storeErr(err, "permissions")
+	}
+	if list == nil {
+		list = []core.PermissionRequest{}
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+func (s *Server) replyPermission(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		Reply   string `json:"reply"`
+		Message string `json:"message"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	if err := s.eng.Reply(r.Context(), r.PathValue("requestID"), in.Reply, in.Message); err != nil {
+		return s.storeErr(err, "permission request "+r.PathValue("requestID"))
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+func (s *Server) replyPermissionV1(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		Response string `json:"response"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	id := r.PathValue("permissionID")
+	if req, err := s.st.Permission(r.Context(), id); err != nil || req.SessionID != r.PathValue("id") {
+		return notFound("permission request %s not found", id)
+	}
+	if err := s.eng.Reply(r.Context(), id, in.Response, ""); err != nil {
+		return s.storeErr(err, "permission request "+id)
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
 }

@@ -83,6 +83,9 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/session/{id}/run", "List a session's runs, newest first.", true, s.listRuns},
 		{"GET", "/session/{id}/run/{runID}", "Get one run.", true, s.getRun},
 		{"GET", "/session/{id}/event", "Stream one session's durable events (SSE).", true, s.sessionEventStream},
+		{"GET", "/permission", "Pending permission requests.", false, s.listPermissions},
+		{"POST", "/permission/{requestID}/reply", "Answer a permission request: once, always or reject.", false, s.replyPermission},
+		{"POST", "/session/{id}/permissions/{permissionID}", "Answer a permission request (opencode v1 route).", false, s.replyPermissionV1},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
 	}
 	s.mux = http.NewServeMux()
@@ -173,6 +176,8 @@ func (s *Server) storeErr(err error, what string) *apiError {
 		return badRequest("%s", ie.Msg)
 	case errors.Is(err, engine.ErrBusy):
 		return &apiError{http.StatusConflict, "SessionBusyError", "session is busy and the busy policy is reject"}
+	case errors.Is(err, engine.ErrAlreadyAnswered):
+		return &apiError{http.StatusConflict, "ConflictError", err.Error()}
 	case errors.Is(err, engine.ErrMessageConflict):
 		return &apiError{http.StatusConflict, "ConflictError", err.Error()}
 	case errors.Is(err, engine.ErrClosed):

@@ -139,6 +139,9 @@ func TestBadInput(t *testing.T) {
 		{"wrong method", "DELETE", "/global/health", ``, nil, 405, "MethodNotAllowedError", ""},
 		{"wrong method 2", "PUT", "/session", `{}`, nil, 405, "MethodNotAllowedError", ""},
 		{"no route", "GET", "/nope", ``, nil, 404, "NotFoundError", ""},
+		{"reply unknown permission", "POST", "/permission/per_nope/reply", `{"reply":"once"}`, nil, 404, "NotFoundError", ""},
+		{"reply bad value", "POST", "/permission/per_nope/reply", `{"reply":"maybe"}`, nil, 400, "BadRequestError", "reply"},
+		{"session bad rule", "POST", "/session", `{"permission":[{"permission":"bash","pattern":"*","action":"perhaps"}]}`, nil, 400, "BadRequestError", "action"},
 	}
 	_, before, _ := a.Store.EventBounds(t.Context())
 	for _, c := range cases {
@@ -250,12 +253,12 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	sort.Strings(ops)
 	want := []string{
-		"DELETE /session/{id}", "GET /doc", "GET /event", "GET /global/event", "GET /global/health",
+		"DELETE /session/{id}", "GET /doc", "GET /event", "GET /global/event", "GET /global/health", "GET /permission",
 		"GET /session", "GET /session/status", "GET /session/{id}", "GET /session/{id}/event",
 		"GET /session/{id}/message", "GET /session/{id}/message/{messageID}", "GET /session/{id}/run",
 		"GET /session/{id}/run/{runID}", "GET /session/{id}/status", "PATCH /session/{id}",
-		"POST /session", "POST /session/{id}/abort", "POST /session/{id}/message",
-		"POST /session/{id}/prompt_async", "POST /session/{id}/wait",
+		"POST /permission/{requestID}/reply", "POST /session", "POST /session/{id}/abort", "POST /session/{id}/message",
+		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/wait",
 	}
 	if diff := cmp.Diff(want, ops); diff != "" {
 		t.Errorf("documented operations (-want +got):\n%s", diff)
@@ -265,7 +268,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		if method == "GET" && strings.HasSuffix(path, "event") {
 			continue // streams; covered elsewhere
 		}
-		path = strings.NewReplacer("{id}", "ses_nope", "{messageID}", "msg_nope", "{runID}", "run_nope").Replace(path)
+		path = strings.NewReplacer("{id}", "ses_nope", "{messageID}", "msg_nope", "{runID}", "run_nope",
+			"{requestID}", "per_nope", "{permissionID}", "per_nope").Replace(path)
 		r := call(t, method, a.URL()+path, "{}", nil)
 		if r.status == 405 {
 			t.Errorf("%s: documented but answers 405", op)

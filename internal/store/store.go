@@ -68,6 +68,14 @@ type Reader interface {
 	ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, error)
 	// LastEndedRun returns the session's most recently ended run, or nil.
 	LastEndedRun(ctx context.Context, sessionID string) (*core.Run, error)
+	// Permission returns one permission request or ErrNotFound.
+	Permission(ctx context.Context, id string) (core.PermissionRequest, error)
+	// PendingPermissions lists unanswered requests, oldest first; all
+	// sessions when sessionID is empty.
+	PendingPermissions(ctx context.Context, sessionID string) ([]core.PermissionRequest, error)
+	// RunPermissions lists every permission request of a run, answered or
+	// not, oldest first.
+	RunPermissions(ctx context.Context, runID string) ([]core.PermissionRequest, error)
 	// Events lists durable events with seq > q.After, in seq order.
 	Events(ctx context.Context, q EventQuery) ([]core.Event, error)
 	// EventBounds returns the first retained seq and the last assigned seq.
@@ -95,6 +103,8 @@ type Tx interface {
 	InsertRun(ctx context.Context, r core.Run) error
 	// UpdateRun replaces a run's mutable fields.
 	UpdateRun(ctx context.Context, r core.Run) error
+	// PutPermission inserts or replaces a permission request.
+	PutPermission(ctx context.Context, p core.PermissionRequest) error
 	// AppendEvent adds a durable event to the log and returns its seq.
 	AppendEvent(ctx context.Context, ev core.Event) (int64, error)
 }

@@ -19,6 +19,28 @@ type Call struct {
 	// Directory is the session's workspace.
 	Directory string
 	Input     json.RawMessage
+	// AllowExternal is set when the external_directory permission was
+	// granted for this call: paths outside the workspace are accepted.
+	AllowExternal bool
+}
+
+// Need is one permission a call needs before it may run.
+type Need struct {
+	// Permission is the key rules are written for: bash, edit, read,
+	// external_directory …
+	Permission string
+	// Patterns are matched against rules; all must be allowed.
+	Patterns []string
+	// Always are the patterns an "always" reply allows from then on.
+	Always   []string
+	Title    string
+	Metadata map[string]any
+}
+
+// Permissioned is implemented by tools that need permissions. Needs must
+// not have side effects; bad input yields no needs (Run reports it).
+type Permissioned interface {
+	Needs(call Call) []Need
 }
 
 // Result is what the model sees.

@@ -268,6 +268,37 @@ func (r Reader) LastEndedRun(ctx context.Context, sessionID string) (*core.Run, 
 	return &run, nil
 }
 
+// Permission implements store.Reader.
+func (r Reader) Permission(ctx context.Context, id string) (core.PermissionRequest, error) {
+	var p core.PermissionRequest
+	err := r.one(ctx, &p, "permission", `SELECT data FROM permissions WHERE id = ?`, id)
+	return p, err
+}
+
+// PendingPermissions implements store.Reader.
+func (r Reader) PendingPermissions(ctx context.Context, sessionID string) ([]core.PermissionRequest, error) {
+	var rows *sql.Rows
+	var err error
+	if sessionID == "" {
+		rows, err = r.query(ctx, `SELECT data FROM permissions WHERE pending = 1 ORDER BY id`)
+	} else {
+		rows, err = r.query(ctx, `SELECT data FROM permissions WHERE pending = 1 AND session_id = ? ORDER BY id`, sessionID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list permissions: %w", err)
+	}
+	return decodeRows[core.PermissionRequest](rows, "permissions")
+}
+
+// RunPermissions implements store.Reader.
+func (r Reader) RunPermissions(ctx context.Context, runID string) ([]core.PermissionRequest, error) {
+	rows, err := r.query(ctx, `SELECT data FROM permissions WHERE run_id = ? ORDER BY id`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list run permissions: %w", err)
+	}
+	return decodeRows[core.PermissionRequest](rows, "permissions")
+}
+
 // Events implements store.Reader.
 func (r Reader) Events(ctx context.Context, q store.EventQuery) ([]core.Event, error) {
 	limit := q.Limit
@@ -381,6 +412,7 @@ func (t *Tx) UpdateSession(ctx context.Context, s core.Session) error {
 func (t *Tx) DeleteSession(ctx context.Context, id string) error {
 	// Children first, so drivers need not rely on cascading foreign keys.
 	for _, q := range []string{
+		`DELETE FROM permissions WHERE session_id = ?`,
 		`DELETE FROM parts WHERE session_id = ?`,
 		`DELETE FROM messages WHERE session_id = ?`,
 		`DELETE FROM runs WHERE session_id = ?`,
@@ -444,6 +476,24 @@ func (t *Tx) UpdateRun(ctx context.Context, r core.Run) error {
 		return err
 	}
 	return t.update(ctx, "run", `UPDATE runs SET state = ?, ended_ms = ?, data = ? WHERE id = ?`, r.State, r.Time.Ended, data, r.ID)
+}
+
+// PutPermission implements store.Tx.
+func (t *Tx) PutPermission(ctx context.Context, p core.PermissionRequest) error {
+	data, err := encode(p)
+	if err != nil {
+		return err
+	}
+	pending := 0
+	if p.Reply == "" {
+		pending = 1
+	}
+	_, err = t.exec(ctx, `INSERT INTO permissions (id, session_id, run_id, pending, data) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET pending = excluded.pending, data = excluded.data`,
+		p.ID, p.SessionID, p.RunID, pending, data)
+	if err != nil {
+		return fmt.Errorf("put permission %s: %w", p.ID, err)
+	}
+	return nil
 }
 
 // AppendEvent implements store.Tx.

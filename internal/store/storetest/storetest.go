@@ -588,3 +588,39 @@ func testConcurrentWriters(t *testing.T, s store.Store, _ func() store.Store) {
 		}
 	}
 }
+
+func testPermissions(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	p := core.PermissionRequest{ID: core.NewID(core.PrefixPermission, false), SessionID: sess.ID, Permission: "bash",
+		Patterns: []string{"rm -rf x"}, Metadata: map[string]any{"k": "v"}, Always: []string{"rm *"}, RunID: "run_1",
+		Tool: &core.PermissionToolRef{MessageID: "msg_1", CallID: "call_1"}}
+	p.Time.Created = time.Now().UnixMilli()
+	mustTx(t, s, func(tx store.Tx) error { return tx.PutPermission(ctx(t), p) })
+	pend, err := s.PendingPermissions(ctx(t), "")
+	if err != nil || len(pend) != 1 {
+		t.Fatalf("pending = %v, %v", pend, err)
+	}
+	if diff := cmp.Diff(p, pend[0]); diff != "" {
+		t.Errorf("permission round trip (-want +got):\n%s", diff)
+	}
+	if one, _ := s.PendingPermissions(ctx(t), "ses_other"); len(one) != 0 {
+		t.Error("session filter leaked")
+	}
+	p.Reply = core.ReplyOnce
+	p.Time.Replied = time.Now().UnixMilli()
+	mustTx(t, s, func(tx store.Tx) error { return tx.PutPermission(ctx(t), p) })
+	if pend, _ := s.PendingPermissions(ctx(t), sess.ID); len(pend) != 0 {
+		t.Error("answered request still pending")
+	}
+	if rp, err := s.RunPermissions(ctx(t), "run_1"); err != nil || len(rp) != 1 || rp[0].Reply != core.ReplyOnce {
+		t.Errorf("run permissions = %+v, %v", rp, err)
+	}
+	got, err := s.Permission(ctx(t), p.ID)
+	if err != nil || got.Reply != core.ReplyOnce {
+		t.Errorf("permission = %+v, %v", got, err)
+	}
+	if _, err := s.Permission(ctx(t), "per_nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("missing permission: %v", err)
+	}
+}

@@ -49,6 +49,9 @@ func path(call tool.Call, p, field string) (string, *tool.Result) {
 		return "", &r
 	}
 	abs, err := Resolve(call.Directory, p)
+	if errors.Is(err, ErrOutside) && call.AllowExternal {
+		return abs, nil
+	}
 	if errors.Is(err, ErrOutside) {
 		r := tool.Errorf(fmt.Sprintf("%s %q is outside the workspace %s; reaching it needs the external_directory permission", field, p, call.Directory))
 		r.Metadata = map[string]any{"permission": "external_directory", "path": abs}
@@ -108,4 +111,78 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// externalNeed returns the external_directory need of a path argument that
+// resolves outside the workspace.
+func externalNeed(call tool.Call, p string) []tool.Need {
+	if p == "" {
+		return nil
+	}
+	abs, err := Resolve(call.Directory, p)
+	if !errors.Is(err, ErrOutside) {
+		return nil
+	}
+	dir := abs
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		dir = filepath.Dir(abs)
+	}
+	return []tool.Need{{Permission: "external_directory", Patterns: []string{dir}, Always: []string{dir, dir + "/*"},
+		Title: "Access " + abs + " outside the workspace", Metadata: map[string]any{"path": abs}}}
+}
+
+// pathNeeds decodes the named path field of a call's input and returns its
+// needs: external_directory when outside, and perm (if set) for the path.
+func pathNeeds(call tool.Call, field, perm string) []tool.Need {
+	var in map[string]any
+	if json.Unmarshal(call.Input, &in) != nil {
+		return nil
+	}
+	p, _ := in[field].(string)
+	if p == "" {
+		p = "."
+	}
+	needs := externalNeed(call, p)
+	if perm != "" {
+		abs, err := Resolve(call.Directory, p)
+		if err != nil && !errors.Is(err, ErrOutside) {
+			return needs
+		}
+		r := rel(call.Directory, abs)
+		needs = append(needs, tool.Need{Permission: perm, Patterns: []string{r}, Always: []string{"*"}, Title: perm + " " + r})
+	}
+	return needs
+}
+
+// Needs implements tool.Permissioned.
+func (Read) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "filePath", "read") }
+
+// Needs implements tool.Permissioned.
+func (Write) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "filePath", "edit") }
+
+// Needs implements tool.Permissioned.
+func (Edit) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "filePath", "edit") }
+
+// Needs implements tool.Permissioned.
+func (Glob) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "glob") }
+
+// Needs implements tool.Permissioned.
+func (Grep) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "grep") }
+
+// Needs implements tool.Permissioned.
+func (List) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "list") }
+
+// Needs implements tool.Permissioned.
+func (Bash) Needs(call tool.Call) []tool.Need {
+	var in struct {
+		Command string `json:"command"`
+		Workdir string `json:"workdir"`
+	}
+	if json.Unmarshal(call.Input, &in) != nil || in.Command == "" {
+		return nil
+	}
+	needs := externalNeed(call, in.Workdir)
+	first, _, _ := strings.Cut(strings.TrimSpace(in.Command), " ")
+	return append(needs, tool.Need{Permission: "bash", Patterns: []string{in.Command}, Always: []string{first + " *"},
+		Title: in.Command, Metadata: map[string]any{"command": in.Command}})
 }

@@ -48,3 +48,13 @@ CREATE TABLE events (
 );
 CREATE INDEX events_session ON events (session_id, seq);
 CREATE INDEX events_time ON events (time_ms);
+
+CREATE TABLE permissions (
+    id          TEXT PRIMARY KEY,
+    session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    run_id      TEXT NOT NULL,
+    pending     INTEGER NOT NULL,
+    data        TEXT NOT NULL
+);
+CREATE INDEX permissions_pending ON permissions (session_id, id) WHERE pending = 1;
+CREATE INDEX permissions_run ON permissions (run_id);

@@ -1,0 +1,193 @@
+package app_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/core"
+)
+
+// outsideFile makes a file outside the node's workspace.
+func outsideFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "outside.txt")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (n *node) waitPermission(sid string) client.PermissionRequest {
+	n.t.Helper()
+	n.waitFor(sid, func(st core.SessionStatus) bool { return st.Phase == core.PhaseWaitingPermission })
+	list, err := n.c.Permissions(n.t.Context())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	for _, p := range list {
+		if p.SessionID == sid {
+			return p
+		}
+	}
+	n.t.Fatalf("no pending permission for %s", sid)
+	return client.PermissionRequest{}
+}
+
+func TestPermissionAskOnceRejectAlways(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	ctx := t.Context()
+	secret := outsideFile(t, "outside secret\n")
+
+	sid := n.session()
+	if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: `tool:read:{"filePath":"` + secret + `"}`}); err != nil {
+		t.Fatal(err)
+	}
+	req := n.waitPermission(sid)
+	if req.Permission != "external_directory" || req.Tool == nil || req.Patterns[0] != filepath.Dir(secret) {
+		t.Errorf("request = %+v", req)
+	}
+	// While asked, the tool has not run: its part is pending.
+	for _, m := range mustMessages(t, n, sid) {
+		for _, p := range m.Parts {
+			if p.Type == core.PartTool && p.State.Status != core.ToolPending {
+				t.Errorf("tool part is %s while waiting for permission", p.State.Status)
+			}
+		}
+	}
+	if err := n.c.ReplyPermission(ctx, req.ID, "once", ""); err != nil {
+		t.Fatal(err)
+	}
+	st := n.waitIdle(sid)
+	if st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("outcome = %+v", st.Last)
+	}
+	msgs := mustMessages(t, n, sid)
+	if !strings.Contains(textOf(msgs[len(msgs)-1]), "outside secret") {
+		t.Errorf("answer = %q", textOf(msgs[len(msgs)-1]))
+	}
+	if err := n.c.ReplyPermission(ctx, req.ID, "once", ""); err == nil {
+		t.Error("a second reply was accepted")
+	}
+
+	// Reject: the model sees an error with the user's message.
+	if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: `tool:read:{"filePath":"` + secret + `"}`}); err != nil {
+		t.Fatal(err)
+	}
+	req = n.waitPermission(sid)
+	if err := n.c.ReplyPermission(ctx, req.ID, "reject", "not that file"); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(sid)
+	msgs = mustMessages(t, n, sid)
+	if got := textOf(msgs[len(msgs)-1]); !strings.Contains(got, "rejected") || !strings.Contains(got, "not that file") {
+		t.Errorf("answer after reject = %q", got)
+	}
+
+	// Always: the next access to that directory is not asked again.
+	if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: `tool:read:{"filePath":"` + secret + `"}`}); err != nil {
+		t.Fatal(err)
+	}
+	req = n.waitPermission(sid)
+	if err := n.c.ReplyPermission(ctx, req.ID, "always", ""); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(sid)
+	m := n.send(sid, `tool:read:{"filePath":"`+secret+`"}`)
+	if !strings.Contains(textOf(m), "outside secret") {
+		t.Errorf("after always = %q", textOf(m))
+	}
+	if list, _ := n.c.Permissions(ctx); len(list) != 0 {
+		t.Errorf("pending after always = %+v", list)
+	}
+}
+
+func TestPermissionRulesDenyAndDoomLoop(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) {
+		c.Engine.MaxSteps = 4
+		c.Engine.Permission = []core.Rule{
+			{Permission: "bash", Pattern: "rm *", Action: core.ActionDeny},
+			{Permission: "doom_loop", Pattern: "*", Action: core.ActionDeny},
+		}
+	})
+	sid := n.session()
+	m := n.send(sid, `tool:bash:{"command":"rm -rf important"}`)
+	if !strings.Contains(textOf(m), "permission denied by rule: bash rm -rf important") {
+		t.Errorf("answer = %q", textOf(m))
+	}
+	m = n.send(sid, `loop:echo:{"text":"again"}`)
+	var states []string
+	for _, mm := range mustMessages(t, n, sid) {
+		for _, p := range mm.Parts {
+			if p.Type == core.PartTool && p.Tool == "echo" {
+				states = append(states, p.State.Status+":"+p.State.Error)
+			}
+		}
+	}
+	if len(states) < 3 || !strings.HasPrefix(states[0], "completed") || !strings.HasPrefix(states[1], "completed") || !strings.Contains(states[2], "doom_loop") {
+		t.Errorf("echo calls = %v, want the third stopped by the doom-loop guard", states)
+	}
+}
+
+func TestPermissionSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	secret := outsideFile(t, "kept across restarts\n")
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:read:{"filePath":"` + secret + `"}`}); err != nil {
+		t.Fatal(err)
+	}
+	req := n.waitPermission(sid)
+	n2 := n.restart()
+	st := n2.status(sid)
+	if st.Type != core.StatusBusy || st.Phase != core.PhaseWaitingPermission {
+		t.Fatalf("status after restart = %+v, want busy/waiting_permission", st)
+	}
+	list, _ := n2.c.Permissions(t.Context())
+	if len(list) != 1 || list[0].ID != req.ID {
+		t.Fatalf("pending after restart = %+v", list)
+	}
+	if err := n2.c.ReplyPermission(t.Context(), req.ID, "once", ""); err != nil {
+		t.Fatal(err)
+	}
+	st = n2.waitIdle(sid)
+	if st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("outcome = %+v", st.Last)
+	}
+	var tools []core.Part
+	for _, m := range mustMessages(t, n2, sid) {
+		for _, p := range m.Parts {
+			if p.Type == core.PartTool {
+				tools = append(tools, p)
+			}
+		}
+	}
+	if len(tools) != 1 || tools[0].State.Status != core.ToolCompleted || !strings.Contains(tools[0].State.Output, "kept across restarts") {
+		t.Errorf("tool parts = %+v", tools)
+	}
+}
+
+func TestAbortWhileWaitingPermission(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	secret := outsideFile(t, "x")
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:read:{"filePath":"` + secret + `"}`}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitPermission(sid)
+	if ok, err := n.c.Abort(t.Context(), sid); err != nil || !ok {
+		t.Fatalf("abort: %v %v", ok, err)
+	}
+	if list, _ := n.c.Permissions(t.Context()); len(list) != 0 {
+		t.Errorf("request still pending after abort: %+v", list)
+	}
+	if st := n.status(sid); st.Last.Reason != core.ReasonAborted {
+		t.Errorf("status = %+v", st)
+	}
+}

@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/permission"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/tool"
+)
+
+// ErrAlreadyAnswered means a permission request was answered before.
+var ErrAlreadyAnswered = errors.New("permission request was already answered")
+
+// doomLoopRepeats is how many identical calls in a row trigger the
+// doom_loop permission.
+const doomLoopRepeats = 3
+
+func (e *Engine) rules(sess core.Session) []core.Rule {
+	rules := append(permission.Defaults(), e.cfg.Permission...)
+	return append(rules, sess.Permission...)
+}
+
+// authorize decides whether a tool call may run. It returns a result for
+// the model when it may not (denied, rejected), and an error when the run
+// must stop (cancelled, store failure).
+func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part, t tool.Tool, call *tool.Call) (*tool.Result, error) {
+	var needs []tool.Need
+	if pt, ok := t.(tool.Permissioned); ok {
+		needs = pt.Needs(*call)
+	}
+	key := p.Tool + "\x00" + string(p.State.Input)
+	r.recent = append(r.recent, key)
+	if n := len(r.recent); n >= doomLoopRepeats {
+		same := true
+		for _, k := range r.recent[n-doomLoopRepeats:] {
+			same = same && k == key
+		}
+		if same {
+			needs = append([]tool.Need{{Permission: "doom_loop", Patterns: []string{p.Tool}, Always: []string{p.Tool},
+				Title:    fmt.Sprintf("%s called %d times in a row with the same input", p.Tool, doomLoopRepeats),
+				Metadata: map[string]any{"tool": p.Tool, "input": string(p.State.Input)}}}, needs...)
+		}
+	}
+	for _, need := range needs {
+		action := core.ActionAllow
+		for _, pat := range need.Patterns {
+			switch permission.Evaluate(r.e.rules(sess), need.Permission, pat) {
+			case core.ActionDeny:
+				action = core.ActionDeny
+			case core.ActionAsk:
+				if action != core.ActionDeny {
+					action = core.ActionAsk
+				}
+			}
+		}
+		switch action {
+		case core.ActionDeny:
+			res := tool.Errorf(fmt.Sprintf("permission denied by rule: %s %s", need.Permission, strings.Join(need.Patterns, ", ")))
+			return &res, nil
+		case core.ActionAsk:
+			req, err := r.ask(ctx, p, need)
+			if err != nil {
+				return nil, err
+			}
+			if req.Reply == core.ReplyReject {
+				msg := fmt.Sprintf("the user rejected permission for %s %s", need.Permission, strings.Join(need.Patterns, ", "))
+				if req.Message != "" {
+					msg += ": " + req.Message
+				}
+				res := tool.Errorf(msg)
+				return &res, nil
+			}
+			// An "always" reply changed the session's rules.
+			if s, err := r.e.st.Session(ctx, sess.ID); err == nil {
+				sess = s
+			}
+		}
+		if need.Permission == "external_directory" {
+			call.AllowExternal = true
+		}
+	}
+	return nil, nil
+}
+
+// ask records a durable permission request (or finds the one recorded
+// before a restart) and waits for its reply.
+func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.PermissionRequest, error) {
+	e := r.e
+	var req core.PermissionRequest
+	err := e.st.Tx(ctx, func(tx store.Tx) error {
+		// The question may have been asked (and even answered) before a
+		// restart; it is asked once per call.
+		asked, err := tx.RunPermissions(ctx, r.run.ID)
+		if err != nil {
+			return err
+		}
+		for _, q := range asked {
+			if q.PartID == p.ID && q.Permission == need.Permission {
+				req = q
+				return nil
+			}
+		}
+		md := need.Metadata
+		if md == nil {
+			md = map[string]any{}
+		}
+		req = core.PermissionRequest{ID: core.NewID(core.PrefixPermission, false), SessionID: p.SessionID,
+			Permission: need.Permission, Patterns: need.Patterns, Always: need.Always, Metadata: md,
+			Tool: &core.PermissionToolRef{MessageID: p.MessageID, CallID: p.CallID}, RunID: r.run.ID, PartID: p.ID, Title: need.Title}
+		if req.Always == nil {
+			req.Always = []string{}
+		}
+		req.Time.Created = e.now()
+		if err := tx.PutPermission(ctx, req); err != nil {
+			return err
+		}
+		run, err := tx.Run(ctx, r.run.ID)
+		if err != nil {
+			return err
+		}
+		run.Phase = core.PhaseWaitingPermission
+		w := writer{ctx: ctx, tx: tx}
+		w.event(p.SessionID, core.EventPermissionAsked, req)
+		w.run(run)
+		w.status(run.SessionID, core.StatusOf(&run, nil))
+		if w.err == nil {
+			r.run = run
+		}
+		return w.err
+	})
+	if err != nil {
+		return req, err
+	}
+	for {
+		_, changed := e.hub.Head()
+		cur, err := e.st.Permission(ctx, req.ID)
+		if err != nil {
+			return req, err
+		}
+		if cur.Reply != "" {
+			run, err := e.st.Run(ctx, r.run.ID)
+			if err != nil {
+				return cur, err
+			}
+			r.run = run
+			return cur, nil
+		}
+		select {
+		case <-ctx.Done():
+			return cur, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Reply answers a pending permission request: once, always (which also
+// adds an allow rule for the request's "always" patterns to the session),
+// or reject. The run leaves the waiting_permission phase in the same
+// transaction.
+func (e *Engine) Reply(ctx context.Context, id, reply, message string) error {
+	if reply != core.ReplyOnce && reply != core.ReplyAlways && reply != core.ReplyReject {
+		return &InputError{fmt.Sprintf("reply: %q is not once, always or reject", reply)}
+	}
+	return e.st.Tx(ctx, func(tx store.Tx) error {
+		req, err := tx.Permission(ctx, id)
+		if err != nil {
+			return err
+		}
+		if req.Reply != "" {
+			return ErrAlreadyAnswered
+		}
+		req.Reply, req.Message = reply, message
+		req.Time.Replied = e.now()
+		if err := tx.PutPermission(ctx, req); err != nil {
+			return err
+		}
+		w := writer{ctx: ctx, tx: tx}
+		w.event(req.SessionID, core.EventPermissionReplied, map[string]any{"sessionID": req.SessionID, "requestID": req.ID, "reply": reply})
+		if reply == core.ReplyAlways {
+			sess, err := tx.Session(ctx, req.SessionID)
+			if err != nil {
+				return err
+			}
+			for _, pat := range req.Always {
+				sess.Permission = append(sess.Permission, core.Rule{Permission: req.Permission, Pattern: pat, Action: core.ActionAllow})
+			}
+			sess.Time.Updated = e.now()
+			if err := tx.UpdateSession(ctx, sess); err != nil {
+				return err
+			}
+			w.event(sess.ID, core.EventSessionUpdated, infoProps{sess})
+		}
+		run, err := tx.Run(ctx, req.RunID)
+		if err == nil && !core.TerminalState(run.State) && run.Phase == core.PhaseWaitingPermission {
+			others, err := tx.PendingPermissions(ctx, req.SessionID)
+			if err != nil {
+				return err
+			}
+			still := false
+			for _, o := range others {
+				still = still || o.RunID == run.ID
+			}
+			if !still {
+				run.Phase = ""
+				w.run(run)
+				w.status(run.SessionID, core.StatusOf(&run, nil))
+			}
+		}
+		return w.err
+	})
+}
+
+// closePermissions rejects the pending requests of a run that ends.
+func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run, state string, now int64) error {
+	pending, err := tx.PendingPermissions(ctx, run.SessionID)
+	if err != nil {
+		return err
+	}
+	for _, q := range pending {
+		if q.RunID != run.ID {
+			continue
+		}
+		q.Reply, q.Message = core.ReplyReject, "run ended: "+state
+		q.Time.Replied = now
+		if err := tx.PutPermission(ctx, q); err != nil {
+			return err
+		}
+		w.event(q.SessionID, core.EventPermissionReplied, map[string]any{"sessionID": q.SessionID, "requestID": q.ID, "reply": core.ReplyReject})
+	}
+	return nil
+}

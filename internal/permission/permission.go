@@ -1,0 +1,143 @@
+// Package permission evaluates opencode-style permission rules: for a
+// permission key (bash, edit, read, external_directory, doom_loop …) and a
+// pattern (a command, a path), the last matching rule decides between
+// allow, deny and ask.
+package permission
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentd/agentd/internal/core"
+)
+
+// Defaults are what a user of opencode expects: work inside the workspace
+// is allowed, reaching outside it and repeating the same call in a loop
+// are asked.
+func Defaults() []core.Rule {
+	return []core.Rule{
+		{Permission: "*", Pattern: "*", Action: core.ActionAllow},
+		{Permission: "external_directory", Pattern: "*", Action: core.ActionAsk},
+		{Permission: "doom_loop", Pattern: "*", Action: core.ActionAsk},
+	}
+}
+
+// Evaluate returns the action of the last rule matching permission and
+// pattern, or allow when none does.
+func Evaluate(rules []core.Rule, permission, pattern string) string {
+	action := core.ActionAllow
+	for _, r := range rules {
+		if Match(r.Permission, permission) && Match(r.Pattern, pattern) {
+			action = r.Action
+		}
+	}
+	return action
+}
+
+// Match reports whether s matches the wildcard pattern: '*' matches any
+// run of characters (slashes and spaces included), '?' exactly one.
+func Match(pattern, s string) bool {
+	// Iterative wildcard matching with backtracking to the last star.
+	p, i := 0, 0
+	star, mark := -1, 0
+	for i < len(s) {
+		switch {
+		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == s[i]):
+			p++
+			i++
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, i
+			p++
+		case star >= 0:
+			p = star + 1
+			mark++
+			i = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+func validAction(a string) bool {
+	return a == core.ActionAllow || a == core.ActionDeny || a == core.ActionAsk
+}
+
+// ParseConfig reads opencode's "permission" config: one action for
+// everything, or an object of permission keys whose values are an action or
+// an object of pattern → action. Key order is kept, since the last match
+// wins.
+func ParseConfig(raw json.RawMessage) ([]core.Rule, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var single string
+	if json.Unmarshal(raw, &single) == nil {
+		if !validAction(single) {
+			return nil, fmt.Errorf("permission: %q is not allow, deny or ask", single)
+		}
+		return []core.Rule{{Permission: "*", Pattern: "*", Action: single}}, nil
+	}
+	keys, err := orderedObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("permission: %w", err)
+	}
+	var out []core.Rule
+	for _, kv := range keys {
+		var action string
+		if json.Unmarshal(kv.value, &action) == nil {
+			if !validAction(action) {
+				return nil, fmt.Errorf("permission.%s: %q is not allow, deny or ask", kv.key, action)
+			}
+			out = append(out, core.Rule{Permission: kv.key, Pattern: "*", Action: action})
+			continue
+		}
+		pats, err := orderedObject(kv.value)
+		if err != nil {
+			return nil, fmt.Errorf("permission.%s: %w", kv.key, err)
+		}
+		for _, pv := range pats {
+			if err := json.Unmarshal(pv.value, &action); err != nil || !validAction(action) {
+				return nil, fmt.Errorf("permission.%s[%q]: want allow, deny or ask", kv.key, pv.key)
+			}
+			out = append(out, core.Rule{Permission: kv.key, Pattern: pv.key, Action: action})
+		}
+	}
+	return out, nil
+}
+
+type keyValue struct {
+	key   string
+	value json.RawMessage
+}
+
+func orderedObject(raw json.RawMessage) ([]keyValue, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("want an object or an action")
+	}
+	var out []keyValue
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, keyValue{strings.TrimSpace(key), v})
+	}
+	return out, nil
+}
