@@ -120,7 +120,7 @@ func TestPermissionRulesDenyAndDoomLoop(t *testing.T) {
 	if !strings.Contains(textOf(m), "permission denied by rule: bash rm -rf important") {
 		t.Errorf("answer = %q", textOf(m))
 	}
-	m = n.send(sid, `loop:echo:{"text":"again"}`)
+	n.send(sid, `loop:echo:{"text":"again"}`)
 	var states []string
 	for _, mm := range mustMessages(t, n, sid) {
 		for _, p := range mm.Parts {

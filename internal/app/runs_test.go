@@ -428,7 +428,7 @@ func checkOneEndPerRun(t *testing.T, n *node, wantRuns int) {
 	t.Helper()
 	type tally struct {
 		terminal, idleParts, idleStatus, idleEvents int
-		endSeq, idleSeq                             int64
+		idleSeq                                     int64
 		lastUpdateSeq                               int64
 	}
 	runs := map[string]*tally{}

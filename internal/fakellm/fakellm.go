@@ -97,10 +97,7 @@ func (s *Server) attempt(body []byte) int {
 
 // script is one decoded request.
 type script struct {
-	req    llm.Request
-	dirs   scripted.Directives
-	stream bool
-	model  string
+	req llm.Request
 }
 
 // run produces the events of a request, or an API error to answer with.

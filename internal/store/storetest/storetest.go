@@ -40,6 +40,7 @@ func Exercise(t *testing.T, open Opener) {
 		"DeleteCascades":        testDeleteCascades,
 		"SurvivesReopen":        testReopen,
 		"ConcurrentWriters":     testConcurrentWriters,
+		"Permissions":           testPermissions,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

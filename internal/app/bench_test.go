@@ -1,0 +1,107 @@
+package app_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// BenchmarkTurn is one warm single-step turn through the HTTP API: POST
+// /session/{id}/message with a reply: prompt, until the run has ended
+// (the response is written after the idle events are committed).
+func BenchmarkTurn(b *testing.B) {
+	a, err := app.Start(context.Background(), app.Config{DBPath: filepath.Join(b.TempDir(), "a.db"), Host: "127.0.0.1",
+		Version: "bench", Directory: b.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	c := client.New(a.URL())
+	s, _ := c.CreateSession(context.Background(), "", "")
+	c.Send(context.Background(), s.ID, client.Prompt{Text: "reply:warm up"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Send(context.Background(), s.ID, client.Prompt{Text: "reply:hi"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRecovery1000 stops a node with 1,000 runs in flight and
+// measures the restart until every run has been resumed (its first new
+// step has begun).
+func BenchmarkRecovery1000(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		cfg := app.Config{DBPath: filepath.Join(dir, "a.db"), Host: "127.0.0.1", Version: "bench", Directory: dir,
+			Logger: quietLogger(), Heartbeat: time.Hour, SQLiteSynchronous: "NORMAL"}
+		cfg.Engine.Resume = true
+		cfg.Engine.ShutdownGrace = 30 * time.Second
+		a, err := app.Start(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := client.New(a.URL())
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 32)
+		for range 1000 {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				s, err := c.CreateSession(context.Background(), "", "")
+				if err == nil {
+					err = c.SendAsync(context.Background(), s.ID, client.Prompt{Text: "sleep:600"})
+				}
+				if err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		waitAll(b, a.Store, func(r core.Run) bool { return r.Steps >= 1 })
+		a.Stop(context.Background())
+		b.StartTimer()
+		start := time.Now()
+		a, err = app.Start(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recovered := time.Since(start)
+		waitAll(b, a.Store, func(r core.Run) bool { return r.Phase == "" && r.Steps >= 2 })
+		b.StopTimer()
+		b.ReportMetric(float64(recovered.Milliseconds()), "ms-to-listen")
+		a.Stop(context.Background())
+	}
+}
+
+func waitAll(b *testing.B, st store.Store, ok func(core.Run) bool) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		runs, err := st.ActiveRuns(context.Background(), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for _, r := range runs {
+			if ok(r) {
+				n++
+			}
+		}
+		if n == 1000 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of 1000 runs reached the state", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
