@@ -50,6 +50,8 @@ func run(args []string) int {
 		err = cmdEvents(ctx, args[1:])
 	case "abort":
 		err = cmdAbort(ctx, args[1:])
+	case "bench":
+		err = cmdBench(ctx, args[1:])
 	case "fakellm":
 		err = cmdFakeLLM(ctx, args[1:])
 	case "run":
@@ -83,6 +85,7 @@ commands:
   wait       wait until a session is idle
   events     print the event log (--after N, --follow)
   abort      abort a session's active run
+  bench      measure a server (agentd by default) with fakellm as its model
   fakellm    serve the scripted fake model provider (OpenAI and Anthropic APIs) for tests and benchmarks
   version    print the version
 

@@ -346,40 +346,48 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 func (e *Engine) WaitIdle(ctx context.Context, sessionID, runID string) (core.SessionStatus, error) {
 	for {
 		_, changed := e.hub.Head()
-		st, err := store.Status(ctx, e.st, sessionID)
-		if err != nil {
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			return st, err
+		st, done, err := e.idleYet(ctx, sessionID, runID)
+		if ctx.Err() != nil {
+			break
 		}
-		if runID != "" {
-			run, err := e.st.Run(ctx, runID)
-			if err != nil {
-				return st, err
-			}
-			if run.SessionID != sessionID {
-				return st, store.ErrNotFound
-			}
-			if core.TerminalState(run.State) {
-				return st, nil
-			}
-		} else if st.Type == core.StatusIdle {
-			return st, nil
+		if err != nil || done {
+			return st, err
 		}
 		select {
 		case <-ctx.Done():
-			// Report the status as of now, on a context that still works.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			st, err := store.Status(rctx, e.st, sessionID)
-			if err != nil {
-				return st, err
-			}
-			return st, ctx.Err()
 		case <-changed:
 		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
+	// Report the status as of now, on a context that still works.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	st, err := store.Status(rctx, e.st, sessionID)
+	if err != nil {
+		return st, err
+	}
+	return st, ctx.Err()
+}
+
+// idleYet reads the session's status and reports whether the wait is over.
+func (e *Engine) idleYet(ctx context.Context, sessionID, runID string) (core.SessionStatus, bool, error) {
+	st, err := store.Status(ctx, e.st, sessionID)
+	if err != nil {
+		return st, false, err
+	}
+	if runID == "" {
+		return st, st.Type == core.StatusIdle, nil
+	}
+	run, err := e.st.Run(ctx, runID)
+	if err != nil {
+		return st, false, err
+	}
+	if run.SessionID != sessionID {
+		return st, false, store.ErrNotFound
+	}
+	return st, core.TerminalState(run.State), nil
 }
 
 // Abort ends every non-terminal run of the session interrupted/aborted and

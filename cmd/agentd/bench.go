@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentd/agentd/internal/bench"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/fakellm"
+)
+
+// cmdBench drives a server with fakellm as its model and prints what it
+// measured. Without --url it starts agentd itself on a fresh database.
+func cmdBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	url := fs.String("url", "", "server to measure (default: start agentd with fakellm)")
+	model := fs.String("model", "fake/fake-model", "provider/model the server knows fakellm as")
+	scen := fs.String("scenarios", "startup,turn,concurrency,status,fanout", "scenarios to run")
+	turns := fs.Int("turns", 300, "turn: sequential prompts")
+	sessions := fs.Int("sessions", 200, "concurrency: sessions at once")
+	turnsEach := fs.Int("turns-each", 2, "concurrency: turns per session")
+	busy := fs.Int("busy", 100, "status: busy sessions")
+	dur := fs.Duration("duration", 5*time.Second, "status and fanout: how long each runs")
+	subs := fs.Int("subscribers", 100, "fanout: SSE subscribers")
+	producers := fs.Int("producers", 8, "fanout: sessions producing events")
+	pid := fs.Int("pid", 0, "pid of the server, to sample its memory (when --url is given)")
+	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return exitError{2}
+	}
+	ref, err := config.ParseModel(*model)
+	if err != nil {
+		return err
+	}
+	opts := bench.Options{URL: strings.TrimRight(*url, "/"), Model: ref, Turns: *turns, Sessions: *sessions, TurnsEach: *turnsEach,
+		Busy: *busy, Duration: *dur, Subscribers: *subs, Producers: *producers, PID: *pid, Progress: os.Stderr}
+	var startup []time.Duration
+	wantStartup := false
+	for _, s := range strings.Split(*scen, ",") {
+		if s = strings.TrimSpace(s); s == "startup" {
+			wantStartup = true
+		} else if s != "" {
+			opts.Scenarios = append(opts.Scenarios, s)
+		}
+	}
+	if opts.URL == "" {
+		srv, err := startBenchServer(ctx)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		if wantStartup {
+			for range 5 {
+				d, err := srv.coldStart(ctx)
+				if err != nil {
+					return err
+				}
+				startup = append(startup, d)
+			}
+		}
+		if err := srv.start(ctx); err != nil {
+			return err
+		}
+		opts.URL, opts.PID = srv.url, srv.cmd.Process.Pid
+	} else if wantStartup {
+		fmt.Fprintln(os.Stderr, "startup: skipped, the server was started elsewhere")
+	}
+	rep, err := bench.Run(ctx, opts)
+	fmt.Fprint(os.Stderr, "\r\033[K")
+	if err != nil {
+		return err
+	}
+	if len(startup) > 0 {
+		sort.Slice(startup, func(i, j int) bool { return startup[i] < startup[j] })
+		rep.Results = append([]bench.Result{{Scenario: "startup", Figures: map[string]float64{
+			"median_ms": float64(startup[len(startup)/2].Microseconds()) / 1000,
+			"max_ms":    float64(startup[len(startup)-1].Microseconds()) / 1000, "runs": float64(len(startup))}}}, rep.Results...)
+	}
+	printReport(rep)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printReport(rep bench.Report) {
+	fmt.Printf("target %s\n\n", rep.Target)
+	fmt.Printf("%-12s %-28s %12s\n", "scenario", "figure", "value")
+	fmt.Println(strings.Repeat("-", 54))
+	for _, r := range rep.Results {
+		keys := make([]string, 0, len(r.Figures))
+		for k := range r.Figures {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Printf("%-12s %-28s %12.1f\n", r.Scenario, k, r.Figures[k])
+		}
+		lk := make([]string, 0, len(r.Latency))
+		for k := range r.Latency {
+			lk = append(lk, k)
+		}
+		sort.Strings(lk)
+		for _, k := range lk {
+			l := r.Latency[k]
+			fmt.Printf("%-12s %-28s %12s\n", r.Scenario, k+" ms p50/p90/p99/max", fmt.Sprintf("%.2f/%.2f/%.2f/%.2f", l.P50, l.P90, l.P99, l.Max))
+		}
+		fmt.Printf("%-12s %-28s %12d\n", r.Scenario, "errors", r.Errors)
+		if r.Notes != "" {
+			fmt.Printf("%-12s %s\n", r.Scenario, r.Notes)
+		}
+	}
+	if m := rep.Memory; m != nil {
+		fmt.Printf("%-12s %-28s %12s\n", "memory", "RSS MiB before/peak/after", fmt.Sprintf("%.1f/%.1f/%.1f", m.Before, m.Peak, m.After))
+	}
+}
+
+// benchServer is agentd started by the bench tool, with fakellm.
+type benchServer struct {
+	dir   string
+	fake  *http.Server
+	cfg   string
+	cmd   *exec.Cmd
+	url   string
+	ready chan struct{}
+}
+
+func startBenchServer(ctx context.Context) (*benchServer, error) {
+	dir, err := os.MkdirTemp("", "agentd-bench-")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &benchServer{dir: dir, fake: &http.Server{Handler: fakellm.New(fakellm.Options{}).Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	go s.fake.Serve(ln)
+	s.cfg = filepath.Join(dir, "agentd.json")
+	cfg := `{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://` + ln.Addr().String() + `/v1"}}}}`
+	return s, os.WriteFile(s.cfg, []byte(cfg), 0o644)
+}
+
+func (s *benchServer) launch(db string) (*exec.Cmd, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(self, "serve", "--port", strconv.Itoa(port), "--db", db, "--config", s.cfg, "--log-level", "error")
+	cmd.Dir = s.dir
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	return cmd, "http://127.0.0.1:" + strconv.Itoa(port), nil
+}
+
+// waitHealthy polls /global/health until it answers 200.
+func waitHealthy(ctx context.Context, url string) error {
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := c.Get(url + "/global/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("server at %s never became healthy", url)
+}
+
+// coldStart measures process start → first 200 on /global/health, on a
+// fresh database each time.
+func (s *benchServer) coldStart(ctx context.Context) (time.Duration, error) {
+	db := filepath.Join(s.dir, "cold-"+strconv.FormatInt(time.Now().UnixNano(), 10)+".db")
+	start := time.Now()
+	cmd, url, err := s.launch(db)
+	if err != nil {
+		return 0, err
+	}
+	err = waitHealthy(ctx, url)
+	d := time.Since(start)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+	return d, err
+}
+
+func (s *benchServer) start(ctx context.Context) error {
+	cmd, url, err := s.launch(filepath.Join(s.dir, "agentd.db"))
+	if err != nil {
+		return err
+	}
+	s.cmd, s.url = cmd, url
+	return waitHealthy(ctx, url)
+}
+
+func (s *benchServer) stop() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Wait()
+	}
+	_ = s.fake.Close()
+	_ = os.RemoveAll(s.dir)
+}

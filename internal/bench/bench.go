@@ -1,0 +1,289 @@
+// Package bench is agentd's load tool: it drives any opencode-compatible
+// server through its HTTP API, with fakellm as the model so that only the
+// server's own cost is measured, and reports throughput, latency
+// percentiles and memory.
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+)
+
+// Options selects what to measure.
+type Options struct {
+	URL         string
+	Model       core.ModelRef
+	Scenarios   []string
+	Turns       int           // turn: sequential prompts
+	Sessions    int           // concurrency: sessions at once
+	TurnsEach   int           // concurrency: turns per session
+	Busy        int           // status: busy sessions
+	Duration    time.Duration // status and fan-out: how long
+	Subscribers int           // fan-out: SSE subscribers
+	Producers   int           // fan-out: sessions producing events
+	// PID, when known, is sampled for RSS.
+	PID      int
+	Progress io.Writer
+}
+
+// Latency summarises a distribution.
+type Latency struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean_ms"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+func summarize(d []time.Duration) Latency {
+	if len(d) == 0 {
+		return Latency{}
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	ms := func(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 }
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	at := func(q float64) float64 { return ms(d[min(len(d)-1, int(q*float64(len(d))))]) }
+	return Latency{Count: len(d), Mean: ms(sum / time.Duration(len(d))), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: ms(d[len(d)-1])}
+}
+
+// Result is one scenario's figures.
+type Result struct {
+	Scenario string             `json:"scenario"`
+	Figures  map[string]float64 `json:"figures"`
+	Latency  map[string]Latency `json:"latency,omitempty"`
+	Errors   int64              `json:"errors"`
+	Notes    string             `json:"notes,omitempty"`
+}
+
+// Report is the whole run.
+type Report struct {
+	Target  string   `json:"target"`
+	Started string   `json:"started"`
+	Results []Result `json:"results"`
+	Memory  *Memory  `json:"memory,omitempty"`
+}
+
+// Memory is the server's resident set size, in MiB.
+type Memory struct {
+	Before float64 `json:"before_mib"`
+	Peak   float64 `json:"peak_mib"`
+	After  float64 `json:"after_mib"`
+}
+
+type runner struct {
+	o    Options
+	http *http.Client
+	peak atomic.Int64
+}
+
+// Run executes the scenarios in order.
+func Run(ctx context.Context, o Options) (Report, error) {
+	r := &runner{o: o, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}}}
+	rep := Report{Target: o.URL, Started: time.Now().UTC().Format(time.RFC3339)}
+	var stopSampling func()
+	if o.PID > 0 {
+		before := rssMiB(o.PID)
+		rep.Memory = &Memory{Before: before}
+		stopSampling = r.sampleRSS(o.PID)
+	}
+	for _, sc := range o.Scenarios {
+		r.progress("%s …", sc)
+		var res Result
+		var err error
+		switch sc {
+		case "turn":
+			res, err = r.turn(ctx)
+		case "concurrency":
+			res, err = r.concurrency(ctx)
+		case "status":
+			res, err = r.status(ctx)
+		case "fanout":
+			res, err = r.fanout(ctx)
+		default:
+			err = fmt.Errorf("unknown scenario %q", sc)
+		}
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", sc, err)
+		}
+		rep.Results = append(rep.Results, res)
+		r.progress("%s done\n", sc)
+	}
+	if stopSampling != nil {
+		stopSampling()
+		rep.Memory.Peak = float64(r.peak.Load()) / 1024
+		rep.Memory.After = rssMiB(o.PID)
+	}
+	return rep, nil
+}
+
+func (r *runner) progress(format string, args ...any) {
+	if r.o.Progress != nil {
+		fmt.Fprintf(r.o.Progress, "\r\033[K"+format, args...)
+	}
+}
+
+// rssMiB reads VmRSS of a process.
+func rssMiB(pid int) float64 {
+	return float64(rssKiB(pid)) / 1024
+}
+
+func rssKiB(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+func (r *runner) sampleRSS(pid int) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if k := rssKiB(pid); k > r.peak.Load() {
+				r.peak.Store(k)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// api helpers
+
+func (r *runner) call(ctx context.Context, method, path string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, r.o.URL+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil && len(b) > 0 {
+		return resp.StatusCode, json.Unmarshal(b, out)
+	}
+	return resp.StatusCode, nil
+}
+
+func (r *runner) session(ctx context.Context) (string, error) {
+	var s struct {
+		ID string `json:"id"`
+	}
+	_, err := r.call(ctx, "POST", "/session", map[string]any{"title": "bench"}, &s)
+	return s.ID, err
+}
+
+func (r *runner) prompt(text, messageID string) map[string]any {
+	b := map[string]any{"parts": []any{map[string]any{"type": "text", "text": text}}, "model": r.o.Model}
+	if messageID != "" {
+		b["messageID"] = messageID
+	}
+	return b
+}
+
+// sseEvent is one decoded event of a stream.
+type sseEvent struct {
+	Type       string          `json:"type"`
+	Properties json.RawMessage `json:"properties"`
+}
+
+// subscribe opens /event and calls fn for each event until ctx ends. It
+// returns once the stream is connected.
+func (r *runner) subscribe(ctx context.Context, fn func(sseEvent)) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", r.o.URL+"/event", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		return fmt.Errorf("GET /event: %d", resp.StatusCode)
+	}
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64*1024), 16<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if !bytes.HasPrefix(line, []byte("data:")) {
+				continue
+			}
+			var ev sseEvent
+			if json.Unmarshal(bytes.TrimSpace(line[5:]), &ev) == nil {
+				fn(ev)
+			}
+		}
+	}()
+	return nil
+}
+
+func sessionOf(props json.RawMessage) string {
+	var p struct {
+		SessionID string `json:"sessionID"`
+		Info      struct {
+			ID        string `json:"id"`
+			SessionID string `json:"sessionID"`
+		} `json:"info"`
+	}
+	_ = json.Unmarshal(props, &p)
+	if p.SessionID != "" {
+		return p.SessionID
+	}
+	return p.Info.SessionID
+}
+
+var errTimeout = errors.New("timed out")

@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+)
+
+// turn: sequential reply: prompts; latency from prompt_async to the
+// session.idle event of that session.
+func (r *runner) turn(ctx context.Context) (Result, error) {
+	sid, err := r.session(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	idle := make(chan struct{}, 1)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := r.subscribe(sctx, func(ev sseEvent) {
+		if ev.Type == core.EventSessionIdle && sessionOf(ev.Properties) == sid {
+			select {
+			case idle <- struct{}{}:
+			default:
+			}
+		}
+	}); err != nil {
+		return Result{}, err
+	}
+	var lat []time.Duration
+	var errs int64
+	for i := 0; i < r.o.Turns+5; i++ {
+		start := time.Now()
+		if _, err := r.call(ctx, "POST", "/session/"+sid+"/prompt_async", r.prompt("reply:ok", ""), nil); err != nil {
+			errs++
+			continue
+		}
+		select {
+		case <-idle:
+		case <-time.After(30 * time.Second):
+			return Result{}, fmt.Errorf("turn %d: no session.idle: %w", i, errTimeout)
+		}
+		if i >= 5 { // warm-up
+			lat = append(lat, time.Since(start))
+		}
+		if i%20 == 0 {
+			r.progress("turn %d/%d", i, r.o.Turns)
+		}
+	}
+	l := summarize(lat)
+	return Result{Scenario: "turn", Errors: errs, Latency: map[string]Latency{"post_to_idle": l},
+		Figures: map[string]float64{"turns": float64(len(lat))}}, nil
+}
+
+// concurrency: many sessions at once, each running 3-step tool
+// conversations through the blocking prompt route.
+func (r *runner) concurrency(ctx context.Context) (Result, error) {
+	prompt := "tool:list:{}\ntool:list:{}\nreply:done"
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs atomic.Int64
+	var done atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range r.o.Sessions {
+		wg.Go(func() {
+			sid, err := r.session(ctx)
+			if err != nil {
+				errs.Add(1)
+				return
+			}
+			for range r.o.TurnsEach {
+				t0 := time.Now()
+				var m struct {
+					Info  map[string]any `json:"info"`
+					Parts []struct {
+						Type string `json:"type"`
+						Text string `json:"text"`
+					} `json:"parts"`
+				}
+				if _, err := r.call(ctx, "POST", "/session/"+sid+"/message", r.prompt(prompt, ""), &m); err != nil || m.Info["error"] != nil {
+					errs.Add(1)
+					continue
+				}
+				d := time.Since(t0)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+				if n := done.Add(1); n%50 == 0 {
+					r.progress("concurrency %d/%d turns", n, r.o.Sessions*r.o.TurnsEach)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	return Result{Scenario: "concurrency", Errors: errs.Load(),
+		Latency: map[string]Latency{"turn_3_steps": summarize(lat)},
+		Figures: map[string]float64{"sessions": float64(r.o.Sessions), "turns": float64(len(lat)), "turns_per_s": float64(len(lat)) / el.Seconds()}}, nil
+}
+
+// status: per-session and list reads at full rate while sessions are busy.
+func (r *runner) status(ctx context.Context) (Result, error) {
+	var busy []string
+	for range r.o.Busy {
+		sid, err := r.session(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if _, err := r.call(ctx, "POST", "/session/"+sid+"/prompt_async", r.prompt("sleep:600", ""), nil); err != nil {
+			return Result{}, err
+		}
+		busy = append(busy, sid)
+	}
+	defer func() {
+		for _, sid := range busy {
+			r.call(context.WithoutCancel(ctx), "POST", "/session/"+sid+"/abort", nil, nil)
+		}
+	}()
+	// Per-session status is agentd's route; opencode has only the list.
+	perSession := true
+	if _, err := r.call(ctx, "GET", "/session/"+busy[0]+"/status", nil, nil); err != nil {
+		perSession = false
+	}
+	res := Result{Scenario: "status", Figures: map[string]float64{"busy_sessions": float64(r.o.Busy)}, Latency: map[string]Latency{}}
+	kinds := []string{"list"}
+	if perSession {
+		kinds = append([]string{"session"}, kinds...)
+	} else {
+		res.Notes = "no per-session status route; list only"
+	}
+	for _, kind := range kinds {
+		var mu sync.Mutex
+		var lat []time.Duration
+		var errs atomic.Int64
+		dctx, cancel := context.WithTimeout(ctx, r.o.Duration)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := range 16 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), 7))
+				var local []time.Duration
+				for dctx.Err() == nil {
+					path := "/session/status"
+					if kind == "session" {
+						path = "/session/" + busy[rng.IntN(len(busy))] + "/status"
+					}
+					t0 := time.Now()
+					var st map[string]any
+					if _, err := r.call(dctx, "GET", path, nil, &st); err != nil {
+						if dctx.Err() == nil {
+							errs.Add(1)
+						}
+						continue
+					}
+					if kind == "session" && st["type"] == "idle" {
+						errs.Add(1) // a busy session must never read idle
+					}
+					local = append(local, time.Since(t0))
+				}
+				mu.Lock()
+				lat = append(lat, local...)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		cancel()
+		el := time.Since(start)
+		res.Latency[kind] = summarize(lat)
+		res.Figures[kind+"_reads_per_s"] = float64(len(lat)) / el.Seconds()
+		res.Errors += errs.Load()
+	}
+	return res, nil
+}
+
+// fanout: subscribers on /event while producers run reply: turns; events
+// delivered per second and the lag from a prompt's acceptance to each
+// subscriber seeing its user message.
+func (r *runner) fanout(ctx context.Context) (Result, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var sent sync.Map // messageID → time
+	var mu sync.Mutex
+	var lag []time.Duration
+	var delivered atomic.Int64
+	for range r.o.Subscribers {
+		err := r.subscribe(sctx, func(ev sseEvent) {
+			delivered.Add(1)
+			if ev.Type != core.EventMessageUpdated {
+				return
+			}
+			var p struct {
+				Info struct {
+					ID   string `json:"id"`
+					Role string `json:"role"`
+				} `json:"info"`
+			}
+			if json.Unmarshal(ev.Properties, &p) != nil || p.Info.Role != "user" {
+				return
+			}
+			if t, ok := sent.Load(p.Info.ID); ok {
+				d := time.Since(t.(time.Time))
+				mu.Lock()
+				lag = append(lag, d)
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			return Result{}, err
+		}
+	}
+	pctx, pcancel := context.WithTimeout(ctx, r.o.Duration)
+	defer pcancel()
+	start := time.Now()
+	var prompts, errs atomic.Int64
+	var wg sync.WaitGroup
+	for range r.o.Producers {
+		wg.Go(func() {
+			sid, err := r.session(ctx)
+			if err != nil {
+				errs.Add(1)
+				return
+			}
+			for pctx.Err() == nil {
+				id := core.NewID(core.PrefixMessage, false)
+				sent.Store(id, time.Now())
+				if _, err := r.call(pctx, "POST", "/session/"+sid+"/message", r.prompt("reply:a few words of streamed text", id), nil); err != nil {
+					if pctx.Err() == nil {
+						errs.Add(1)
+					}
+					continue
+				}
+				prompts.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	// Let the subscribers drain.
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	l := summarize(lag)
+	mu.Unlock()
+	return Result{Scenario: "fanout", Errors: errs.Load(), Latency: map[string]Latency{"delivery_lag": l},
+		Figures: map[string]float64{"subscribers": float64(r.o.Subscribers), "producers": float64(r.o.Producers),
+			"prompts": float64(prompts.Load()), "events_delivered_per_s": float64(delivered.Load()) / el.Seconds()}}, nil
+}
