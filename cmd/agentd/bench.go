@@ -132,12 +132,11 @@ func printReport(rep bench.Report) {
 
 // benchServer is agentd started by the bench tool, with fakellm.
 type benchServer struct {
-	dir   string
-	fake  *http.Server
-	cfg   string
-	cmd   *exec.Cmd
-	url   string
-	ready chan struct{}
+	dir  string
+	fake *http.Server
+	cfg  string
+	cmd  *exec.Cmd
+	url  string
 }
 
 func startBenchServer(ctx context.Context) (*benchServer, error) {

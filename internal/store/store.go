@@ -68,6 +68,10 @@ type Reader interface {
 	ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, error)
 	// LastEndedRun returns the session's most recently ended run, or nil.
 	LastEndedRun(ctx context.Context, sessionID string) (*core.Run, error)
+	// StatusRuns returns, in one read, the session's oldest non-terminal
+	// run and its most recently ended run (either may be nil), or
+	// ErrNotFound when the session does not exist.
+	StatusRuns(ctx context.Context, sessionID string) (active, last *core.Run, err error)
 	// Permission returns one permission request or ErrNotFound.
 	Permission(ctx context.Context, id string) (core.PermissionRequest, error)
 	// PendingPermissions lists unanswered requests, oldest first; all
@@ -131,19 +135,12 @@ type Store interface {
 // session that does not exist, busy or retry while it has a non-terminal
 // run, idle (with the last outcome) otherwise.
 func Status(ctx context.Context, r Reader, sessionID string) (core.SessionStatus, error) {
-	if _, err := r.Session(ctx, sessionID); err != nil {
-		return core.SessionStatus{}, err
-	}
-	active, err := r.ActiveRuns(ctx, sessionID)
+	active, last, err := r.StatusRuns(ctx, sessionID)
 	if err != nil {
 		return core.SessionStatus{}, err
 	}
-	if len(active) > 0 {
-		return core.StatusOf(&active[0], nil), nil
-	}
-	last, err := r.LastEndedRun(ctx, sessionID)
-	if err != nil {
-		return core.SessionStatus{}, err
+	if active != nil {
+		return core.StatusOf(active, nil), nil
 	}
 	return core.StatusOf(nil, last), nil
 }

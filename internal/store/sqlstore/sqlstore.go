@@ -299,6 +299,40 @@ func (r Reader) RunPermissions(ctx context.Context, runID string) ([]core.Permis
 	return decodeRows[core.PermissionRequest](rows, "permissions")
 }
 
+// StatusRuns implements store.Reader.
+func (r Reader) StatusRuns(ctx context.Context, sessionID string) (active, last *core.Run, err error) {
+	var exists sql.NullInt64
+	var a, l sql.NullString
+	err = r.queryRow(ctx, `SELECT
+		(SELECT 1 FROM sessions WHERE id = ?),
+		(SELECT data FROM runs WHERE session_id = ? AND `+activeStates+` ORDER BY created_ms, id LIMIT 1),
+		(SELECT data FROM runs WHERE session_id = ? AND state IN ('succeeded', 'failed', 'interrupted') ORDER BY ended_ms DESC, id DESC LIMIT 1)`,
+		sessionID, sessionID, sessionID).Scan(&exists, &a, &l)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read status of %s: %w", sessionID, err)
+	}
+	if !exists.Valid {
+		return nil, nil, store.ErrNotFound
+	}
+	decode := func(s sql.NullString) (*core.Run, error) {
+		if !s.Valid {
+			return nil, nil
+		}
+		var run core.Run
+		if err := json.Unmarshal([]byte(s.String), &run); err != nil {
+			return nil, fmt.Errorf("decode run: %w", err)
+		}
+		return &run, nil
+	}
+	if active, err = decode(a); err != nil {
+		return nil, nil, err
+	}
+	if last, err = decode(l); err != nil {
+		return nil, nil, err
+	}
+	return active, last, nil
+}
+
 // Events implements store.Reader.
 func (r Reader) Events(ctx context.Context, q store.EventQuery) ([]core.Event, error) {
 	limit := q.Limit
