@@ -244,7 +244,12 @@ func TestBashAbortKillsGroup(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Output, "aborted") {
 		t.Errorf("aborted result = %+v", res)
 	}
+	// Exiting takes the kernel a moment after the pipes close; every
+	// process must be gone within a second of the abort.
 	for _, pid := range pids {
+		for alive(pid) && time.Since(start) < time.Second {
+			time.Sleep(5 * time.Millisecond)
+		}
 		if alive(pid) {
 			t.Errorf("process %d survived the abort", pid)
 		}

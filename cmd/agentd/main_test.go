@@ -1,0 +1,52 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestRunExitCodes drives `agentd run` with its embedded server: the exit
+// code says how the run ended.
+func TestRunExitCodes(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "agentd.db")
+	t.Setenv("AGENTD_URL", "")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, c := range []struct {
+		prompt string
+		want   int
+	}{
+		{"reply:hello from the CLI", 0},
+		{"tool:list:{}\nreply:listed", 0},
+		{"fail:400", 1},
+	} {
+		if got := run([]string{"run", "--db", db, c.prompt}); got != c.want {
+			t.Errorf("agentd run %q = %d, want %d", c.prompt, got, c.want)
+		}
+	}
+	if got := run([]string{"run"}); got != 2 {
+		t.Errorf("agentd run without a prompt = %d, want 2", got)
+	}
+	if got := run([]string{"nope"}); got != 2 {
+		t.Errorf("unknown command = %d, want 2", got)
+	}
+	if got := run([]string{"version"}); got != 0 {
+		t.Errorf("version = %d", got)
+	}
+}
+
+func TestServeRefusesOpenListenerWithoutPassword(t *testing.T) {
+	t.Setenv("AGENTD_SERVER_PASSWORD", "")
+	t.Setenv("OPENCODE_SERVER_PASSWORD", "")
+	if _, err := securityFromEnv("0.0.0.0"); err == nil {
+		t.Error("non-loopback listener without a password accepted")
+	}
+	t.Setenv("AGENTD_SERVER_PASSWORD", "pw")
+	sec, err := securityFromEnv("0.0.0.0")
+	if err != nil || sec.Password != "pw" || sec.LoopbackOnly {
+		t.Errorf("with a password: %+v %v", sec, err)
+	}
+	sec, _ = securityFromEnv("127.0.0.1")
+	if !sec.LoopbackOnly {
+		t.Error("loopback listener without host checks")
+	}
+}
