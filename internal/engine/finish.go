@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -188,15 +189,31 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 	}
 	seen := map[string]bool{}
 	var sessions []string
+	var cut []core.Run
 	for _, run := range runs {
 		if !seen[run.SessionID] {
 			seen[run.SessionID] = true
 			sessions = append(sessions, run.SessionID)
 		}
-		if run.State == core.RunQueued {
-			continue
+		if run.State != core.RunQueued {
+			cut = append(cut, run)
 		}
-		if err := e.st.Tx(ctx, func(tx store.Tx) error { return e.repair(ctx, tx, run) }); err != nil {
+	}
+	// Repairs are batched so that a restart with many runs in flight pays
+	// for few commits; each run's repair is still all-or-nothing with its
+	// batch.
+	const batch = 100
+	for i := 0; i < len(cut); i += batch {
+		chunk := cut[i:min(i+batch, len(cut))]
+		err := e.st.Tx(ctx, func(tx store.Tx) error {
+			for _, run := range chunk {
+				if err := e.repair(ctx, tx, run); err != nil {
+					return fmt.Errorf("repair run %s: %w", run.ID, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, err
 		}
 	}

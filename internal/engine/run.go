@@ -175,7 +175,9 @@ func (r *runner) begin(ctx context.Context) error {
 		if core.TerminalState(run.State) {
 			return errAlreadyEnded
 		}
-		if run.State == core.RunRunning && run.Phase == "" {
+		if run.State == core.RunRunning {
+			// Resumed or re-entered: the first step (or the permission
+			// answer) changes the phase; nothing to write here.
 			r.run = run
 			return nil
 		}
