@@ -141,6 +141,7 @@ type Engine struct {
 	waiters  map[string]*waiter // run id → waiters for its end
 	baseCtx  context.Context
 	cancel   context.CancelCauseFunc
+	history  historyCache
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 }

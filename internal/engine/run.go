@@ -200,11 +200,11 @@ func (r *runner) begin(ctx context.Context) error {
 // run's own part of the transcript.
 func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 	if r.prefix == nil {
-		msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Before: r.run.UserMessageID})
+		prefix, err := r.e.history.prefix(ctx, r.e.st, r.run, r.convert)
 		if err != nil {
 			return nil, "", err
 		}
-		r.prefix, _ = r.convert(msgs, make([]llm.Message, 0, len(msgs)+8))
+		r.prefix = prefix
 	}
 	msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Since: r.run.UserMessageID})
 	if err != nil {

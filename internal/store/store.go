@@ -34,6 +34,8 @@ type MessageQuery struct {
 	Before string
 	// Since, when set, keeps only messages whose id sorts at or after it.
 	Since string
+	// After, when set, keeps only messages whose id sorts after it.
+	After string
 	// Limit keeps the newest Limit messages (in ascending order); 0 means all.
 	Limit int
 }

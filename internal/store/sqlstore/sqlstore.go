@@ -149,6 +149,10 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 		sqlq += ` AND id >= ?`
 		args = append(args, q.Since)
 	}
+	if q.After != "" {
+		sqlq += ` AND id > ?`
+		args = append(args, q.After)
+	}
 	sqlq += ` ORDER BY id DESC`
 	if q.Limit > 0 {
 		sqlq += ` LIMIT ?`

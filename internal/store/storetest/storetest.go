@@ -251,6 +251,10 @@ func testMessagePaging(t *testing.T, s store.Store, _ func() store.Store) {
 	if len(page) != 3 || page[0].Info.ID != ids[7] || page[2].Info.ID != ids[9] {
 		t.Fatalf("last page wrong: %d", len(page))
 	}
+	between, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{After: ids[2], Before: ids[5]})
+	if len(between) != 2 || between[0].Info.ID != ids[3] {
+		t.Fatalf("after/before page wrong: %d", len(between))
+	}
 	since, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{Since: ids[8]})
 	if len(since) != 2 || since[0].Info.ID != ids[8] {
 		t.Fatalf("since page wrong: %d", len(since))
