@@ -414,9 +414,12 @@ func (e *Engine) Abort(ctx context.Context, sessionID string) (bool, error) {
 	return true, nil
 }
 
-// abortRun ends one run interrupted with the given reason.
+// abortRun ends one run interrupted with the given reason. A run executing
+// here is cancelled and awaited; a queued one is ended directly.
 func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
-	for range 100 {
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
 		e.mu.Lock()
 		h := e.handles[runID]
 		e.mu.Unlock()
@@ -425,19 +428,26 @@ func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
 			select {
 			case <-h.done:
 				return nil
-			case <-time.After(5 * time.Second):
+			case <-deadline.C:
 				return fmt.Errorf("abort run %s: run did not stop", runID)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
-		// Not executing here: end it directly if it is still queued.
+		_, changed := e.hub.Head()
 		done, err := e.finishQueued(ctx, runID, reason)
 		if err != nil || done {
 			return err
 		}
-		// It started in between; its handle is registered now.
-		time.Sleep(time.Millisecond)
+		// It is running but its handle is not visible yet (it is being
+		// started, or ending); look again when the log moves.
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline.C:
+			return fmt.Errorf("abort run %s: could not reach the run", runID)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return fmt.Errorf("abort run %s: could not reach the run", runID)
 }

@@ -44,14 +44,35 @@ type Store struct {
 	r    *sql.DB
 	path string
 
-	// wmu serialises write transactions in Go rather than in SQLite's busy
-	// loop, and keeps commit and publish in the same order.
+	// Write transactions go through one committer goroutine, which runs
+	// the ones waiting together in a single SQLite transaction (each in its
+	// own savepoint) and pays for one fsync: group commit. It also keeps
+	// commit and publish in seq order.
+	reqs    chan *txReq
+	stopped chan struct{}
+	done    chan struct{}
+
 	wmu  sync.Mutex
 	hook func([]core.Event)
 
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// txReq is one caller's transaction waiting for the committer.
+type txReq struct {
+	ctx  context.Context
+	fn   func(store.Tx) error
+	err  chan error
+	evs  []core.Event
+	fail error
+}
+
+// maxBatch bounds how many transactions share one commit.
+const maxBatch = 128
+
+// ErrClosed is returned by Tx after Close.
+var ErrClosed = errors.New("store is closed")
 
 var _ store.Store = (*Store)(nil)
 
@@ -100,8 +121,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	n := max(4, runtime.GOMAXPROCS(0)*2)
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	s := &Store{w: w, r: r, path: path}
+	s := &Store{w: w, r: r, path: path, reqs: make(chan *txReq), stopped: make(chan struct{}), done: make(chan struct{})}
 	s.Reader = sqlstore.Reader{Q: r, D: dialect}
+	go s.committer()
 	return s, nil
 }
 
@@ -157,26 +179,125 @@ func (s *Store) SetCommitHook(fn func([]core.Event)) {
 	s.wmu.Unlock()
 }
 
-// Tx implements store.Store.
+// Tx implements store.Store. The function runs on the committer goroutine,
+// possibly in the same SQLite transaction as other callers' functions, but
+// inside its own savepoint: its writes commit or roll back alone.
 func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	req := &txReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stopped:
+		return ErrClosed
+	}
+	return <-req.err
+}
+
+func (s *Store) committer() {
+	defer close(s.done)
+	for {
+		var batch []*txReq
+		select {
+		case req := <-s.reqs:
+			batch = append(batch, req)
+		case <-s.stopped:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case req := <-s.reqs:
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+// commitBatch runs a batch in one transaction and answers every caller.
+func (s *Store) commitBatch(batch []*txReq) {
+	ctx := context.Background()
+	finish := func(err error) {
+		for _, r := range batch {
+			if r.fail != nil {
+				r.err <- r.fail
+			} else {
+				r.err <- err
+			}
+		}
+	}
 	sqlTx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		finish(fmt.Errorf("begin: %w", err))
+		return
 	}
-	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
-	if err := fn(t); err != nil {
+	ok := 0
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.fail = err
+			continue
+		}
+		if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT agentd_tx"); err != nil {
+			r.fail = fmt.Errorf("savepoint: %w", err)
+			continue
+		}
+		t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
+		if err := runFn(r.fn, t); err != nil {
+			r.fail = err
+			if _, rerr := sqlTx.ExecContext(ctx, "ROLLBACK TO agentd_tx; RELEASE agentd_tx"); rerr != nil {
+				// The transaction is in an unknown state: give up on all.
+				_ = sqlTx.Rollback()
+				finish(fmt.Errorf("roll back savepoint: %w", rerr))
+				return
+			}
+			continue
+		}
+		if _, err := sqlTx.ExecContext(ctx, "RELEASE agentd_tx"); err != nil {
+			_ = sqlTx.Rollback()
+			finish(fmt.Errorf("release savepoint: %w", err))
+			return
+		}
+		r.evs = t.Appended
+		ok++
+	}
+	if ok == 0 {
 		_ = sqlTx.Rollback()
-		return err
+		finish(nil)
+		return
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		finish(fmt.Errorf("commit: %w", err))
+		return
 	}
-	if s.hook != nil && len(t.Appended) > 0 {
-		s.hook(t.Appended)
+	s.wmu.Lock()
+	hook := s.hook
+	s.wmu.Unlock()
+	if hook != nil {
+		var evs []core.Event
+		for _, r := range batch {
+			if r.fail == nil {
+				evs = append(evs, r.evs...)
+			}
+		}
+		if len(evs) > 0 {
+			hook(evs)
+		}
 	}
-	return nil
+	finish(nil)
+}
+
+// runFn runs one caller's function, turning a panic into an error so that
+// one bad transaction cannot take the committer (and every writer) down.
+func runFn(fn func(store.Tx) error, t store.Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic in transaction: %v", v)
+		}
+	}()
+	return fn(t)
 }
 
 // PruneEvents implements store.Store.
@@ -216,8 +337,8 @@ func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
 // is complete on its own.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.wmu.Lock()
-		defer s.wmu.Unlock()
+		close(s.stopped)
+		<-s.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, _ = s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
