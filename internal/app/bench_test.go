@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"net/http"
+	"sync/atomic"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -108,4 +110,41 @@ func waitAll(b *testing.B, st store.Store, ok func(core.Run) bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// BenchmarkConcurrentToolTurns runs 3-step tool conversations in 100
+// sessions at once; one op is one turn.
+func BenchmarkConcurrentToolTurns(b *testing.B) {
+	a, err := app.Start(context.Background(), app.Config{DBPath: filepath.Join(b.TempDir(), "a.db"), Host: "127.0.0.1",
+		Version: "bench", Directory: b.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	c := client.New(a.URL())
+	c.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}
+	const sessions = 100
+	sids := make([]string, sessions)
+	for i := range sids {
+		s, err := c.CreateSession(context.Background(), "", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		sids[i] = s.ID
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, sid := range sids {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := c.Send(context.Background(), sid, client.Prompt{Text: "tool:list:{}\ntool:list:{}\nreply:done"}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
 }

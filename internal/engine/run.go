@@ -476,11 +476,10 @@ func (r *runner) callOnce(ctx context.Context, p llm.Provider, req llm.Request) 
 				State: core.ToolState{Status: core.ToolPending, Input: input, Raw: string(ev.Input)}}
 			s.calls = append(s.calls, part)
 			s.streamed = true
-			return r.e.st.Tx(ctx, func(tx store.Tx) error {
-				w := writer{ctx: ctx, tx: tx}
-				w.part(*part)
-				return w.err
-			})
+			// The pending part is written with the step's end, in the same
+			// transaction as step-finish; it is written running before the
+			// tool executes.
+			return nil
 		case llm.EventFinish:
 			s.usage, s.finish = ev.Usage, ev.Finish
 		}
@@ -570,6 +569,17 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 			finish = "error"
 		} else if finish == "" {
 			finish = "stop"
+		}
+		for _, p := range s.calls {
+			if p.State.Status != core.ToolPending {
+				continue
+			}
+			if failure != nil {
+				// The step failed: its calls will not run.
+				p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "not run: the model call failed",
+					Time: core.PartTime{Start: now, End: now}}
+			}
+			w.part(*p)
 		}
 		w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
 			Type: core.PartStepFinish, Reason: finish, Tokens: tokens})
