@@ -3,9 +3,9 @@ package app_test
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
