@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/app"
@@ -123,10 +125,11 @@ type printer struct {
 	result    chan core.IdleEventProps
 	printed   map[string]int // part id → bytes of text printed
 	tools     map[string]string
+	spin      *spinner
 }
 
 func newPrinter(messageID string, connected chan struct{}, result chan core.IdleEventProps) *printer {
-	return &printer{messageID: messageID, connected: connected, result: result, printed: map[string]int{}, tools: map[string]string{}}
+	return &printer{messageID: messageID, connected: connected, result: result, printed: map[string]int{}, tools: map[string]string{}, spin: newSpinner()}
 }
 
 func (p *printer) handle(ev client.Event) error {
@@ -171,15 +174,19 @@ func (p *printer) handle(ev client.Event) error {
 			switch st {
 			case core.ToolRunning:
 				fmt.Fprintf(os.Stderr, "⚙ %s %s\n", v.Part.Tool, compact(v.Part.State.Input))
+				p.spin.start(v.Part.Tool)
 			case core.ToolCompleted:
+				p.spin.stop()
 				fmt.Fprintf(os.Stderr, "✓ %s\n", v.Part.Tool)
 			case core.ToolError:
+				p.spin.stop()
 				fmt.Fprintf(os.Stderr, "✗ %s: %s\n", v.Part.Tool, v.Part.State.Error)
 			}
 		}
 	case core.EventSessionIdle:
 		var idle core.IdleEventProps
 		if json.Unmarshal(ev.Properties, &idle) == nil && idle.RunID != "" && idle.RunID == p.runID {
+			p.spin.stop()
 			p.result <- idle
 			return errors.New("done")
 		}
@@ -193,4 +200,53 @@ func compact(b json.RawMessage) string {
 		s = s[:117] + "..."
 	}
 	return s
+}
+
+// spinner shows that a tool is running, on a terminal only.
+type spinner struct {
+	tty   bool
+	mu    sync.Mutex
+	stopc chan struct{}
+	done  chan struct{}
+}
+
+func newSpinner() *spinner {
+	st, err := os.Stderr.Stat()
+	return &spinner{tty: err == nil && st.Mode()&os.ModeCharDevice != 0}
+}
+
+func (s *spinner) start(label string) {
+	if !s.tty {
+		return
+	}
+	s.stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopc, s.done = make(chan struct{}), make(chan struct{})
+	stopc, done := s.stopc, s.done
+	go func() {
+		defer close(done)
+		frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			fmt.Fprintf(os.Stderr, "\r%c %s", frames[i%len(frames)], label)
+			select {
+			case <-stopc:
+				fmt.Fprint(os.Stderr, "\r\033[K")
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (s *spinner) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopc != nil {
+		close(s.stopc)
+		<-s.done
+		s.stopc, s.done = nil, nil
+	}
 }
