@@ -135,8 +135,11 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		switch {
 		case in.NoReply:
 		case len(active) == 0:
-			newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: core.RunQueued,
-				UserMessageID: msg.ID, Model: model, Time: core.RunTime{Created: now}}
+			// Nothing runs in the session: this node starts the run at once,
+			// so it is admitted running (one commit less per turn). A crash
+			// before its first step is recovered like any cut-off run.
+			newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: core.RunRunning,
+				UserMessageID: msg.ID, Model: model, Time: core.RunTime{Created: now, Started: now}}
 		case policy == PolicyReject:
 			return ErrBusy
 		case policy == PolicySteer:
