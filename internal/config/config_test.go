@@ -1,0 +1,68 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentd/agentd/internal/permission"
+)
+
+func TestLoadMergesAndBuilds(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("AGENTD_TEST_KEY", "sk-\"quoted\"")
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	global := filepath.Join(dir, "global.json")
+	project := filepath.Join(dir, "project.json")
+	os.WriteFile(global, []byte(`{"model":"agentd/scripted","provider":{"local":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://127.0.0.1:1/v1","apiKey":"{env:AGENTD_TEST_KEY}"}}}}`), 0o644)
+	os.WriteFile(project, []byte(`{"model":"local/qwen","provider":{"claude":{"npm":"@ai-sdk/anthropic","options":{"timeout":false}}},"permission":{"bash":"ask"},"agentd":{"maxSteps":7}}`), 0o644)
+	f, used, err := Load([]string{global, project, filepath.Join(dir, "missing.json")}, "")
+	if err != nil || len(used) != 2 {
+		t.Fatalf("load: %v %v", used, err)
+	}
+	if f.Model != "local/qwen" || f.Agentd.MaxSteps != 7 || len(f.Provider) != 2 {
+		t.Errorf("merged = %+v", f)
+	}
+	if f.Provider["local"].Options.APIKey != `sk-"quoted"` {
+		t.Errorf("env substitution = %q", f.Provider["local"].Options.APIKey)
+	}
+	reg, def, err := f.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.ProviderID != "local" || def.ModelID != "qwen" {
+		t.Errorf("default = %+v", def)
+	}
+	if got := reg.Providers(); len(got) != 3 {
+		t.Errorf("providers = %v", got)
+	}
+	if _, _, err := Load([]string{filepath.Join(dir, "nope.json")}, filepath.Join(dir, "nope.json")); err == nil {
+		t.Error("missing explicit config accepted")
+	}
+	bad := File{Provider: map[string]Provider{"x": {NPM: "@ai-sdk/google"}}}
+	if _, _, err := bad.Build(); err == nil {
+		t.Error("unsupported npm accepted")
+	}
+}
+
+// FuzzParse: configuration text from users must parse or be refused, and
+// whatever parses must build or be refused — never crash.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"model":"a/b"}`, `{"model":"nope"}`,
+		`{"provider":{"p":{"npm":"@ai-sdk/anthropic","options":{"timeout":1000}}},"model":"p/m"}`,
+		`{"provider":{"p":{"options":{"timeout":"soon"}}}}`, `{"permission":{"bash":{"*":"ask"}}}`, `{"permission":"deny"}`,
+		`{"provider":{"p":{"models":{"m":{"id":"real-m"}}}},"model":"p/m"}`, `{"apiKey":"{env:HOME}"}`, `[`, `null`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cfg, err := Parse([]byte(s))
+		if err != nil {
+			return
+		}
+		_, _, _ = cfg.Build()
+		_, _ = permission.ParseConfig(cfg.Permission)
+	})
+}
