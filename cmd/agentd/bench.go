@@ -32,6 +32,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	sessions := fs.Int("sessions", 200, "concurrency: sessions at once")
 	turnsEach := fs.Int("turns-each", 2, "concurrency: turns per session")
 	busy := fs.Int("busy", 100, "status: busy sessions")
+	idle := fs.Int("idle", 900, "status: idle sessions created beside the busy ones")
 	dur := fs.Duration("duration", 5*time.Second, "status and fanout: how long each runs")
 	subs := fs.Int("subscribers", 100, "fanout: SSE subscribers")
 	producers := fs.Int("producers", 8, "fanout: sessions producing events")
@@ -45,7 +46,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := bench.Options{URL: strings.TrimRight(*url, "/"), Model: ref, Turns: *turns, Sessions: *sessions, TurnsEach: *turnsEach,
-		Busy: *busy, Duration: *dur, Subscribers: *subs, Producers: *producers, PID: *pid, Progress: os.Stderr}
+		Busy: *busy, Idle: *idle, Duration: *dur, Subscribers: *subs, Producers: *producers, PID: *pid, Progress: os.Stderr}
 	var startup []time.Duration
 	wantStartup := false
 	for _, s := range strings.Split(*scen, ",") {

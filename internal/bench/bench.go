@@ -33,6 +33,7 @@ type Options struct {
 	Sessions    int           // concurrency: sessions at once
 	TurnsEach   int           // concurrency: turns per session
 	Busy        int           // status: busy sessions
+	Idle        int           // status: idle sessions created beside the busy ones
 	Duration    time.Duration // status and fan-out: how long
 	Subscribers int           // fan-out: SSE subscribers
 	Producers   int           // fan-out: sessions producing events

@@ -106,6 +106,24 @@ func (r *runner) concurrency(ctx context.Context) (Result, error) {
 
 // status: per-session and list reads at full rate while sessions are busy.
 func (r *runner) status(ctx context.Context) (Result, error) {
+	// Idle sessions beside the busy ones, so that lookups are not served
+	// from a tiny table.
+	var wgIdle sync.WaitGroup
+	var idleErr atomic.Int64
+	sem := make(chan struct{}, 16)
+	for range r.o.Idle {
+		sem <- struct{}{}
+		wgIdle.Go(func() {
+			defer func() { <-sem }()
+			if _, err := r.session(ctx); err != nil {
+				idleErr.Add(1)
+			}
+		})
+	}
+	wgIdle.Wait()
+	if n := idleErr.Load(); n > 0 {
+		return Result{}, fmt.Errorf("creating idle sessions: %d failed", n)
+	}
 	var busy []string
 	for range r.o.Busy {
 		sid, err := r.session(ctx)
@@ -127,7 +145,7 @@ func (r *runner) status(ctx context.Context) (Result, error) {
 	if _, err := r.call(ctx, "GET", "/session/"+busy[0]+"/status", nil, nil); err != nil {
 		perSession = false
 	}
-	res := Result{Scenario: "status", Figures: map[string]float64{"busy_sessions": float64(r.o.Busy)}, Latency: map[string]Latency{}}
+	res := Result{Scenario: "status", Figures: map[string]float64{"busy_sessions": float64(r.o.Busy), "idle_sessions_added": float64(r.o.Idle)}, Latency: map[string]Latency{}}
 	kinds := []string{"list"}
 	if perSession {
 		kinds = append([]string{"session"}, kinds...)
