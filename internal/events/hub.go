@@ -93,24 +93,6 @@ func (h *Hub) Publish(evs []core.Event) {
 	close(ch)
 }
 
-// Advance tells the hub that the log has grown to seq without handing it
-// the events (another node committed them). Readers will fetch them from
-// the store.
-func (h *Hub) Advance(seq int64) {
-	h.mu.Lock()
-	if seq <= h.head {
-		h.mu.Unlock()
-		return
-	}
-	h.head = seq
-	h.ring = h.ring[:0]
-	h.start = seq + 1
-	ch := h.changed
-	h.changed = make(chan struct{})
-	h.mu.Unlock()
-	close(ch)
-}
-
 // Head returns the last known seq and a channel closed when it moves.
 func (h *Hub) Head() (int64, <-chan struct{}) {
 	h.mu.RLock()

@@ -58,9 +58,8 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 }
 
 // FromTransport classifies an error that happened on the way to the
-// provider or while reading its stream. started tells whether output had
-// already been emitted.
-func FromTransport(err error, started bool) error {
+// provider or while reading its stream.
+func FromTransport(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -71,5 +70,5 @@ func FromTransport(err error, started bool) error {
 	// Refused or reset connections, timeouts and streams that break or
 	// garble are all worth another try; the engine decides how a retry
 	// after visible output is shown.
-	return &APIError{Message: err.Error(), Started: started, Retryable: true}
+	return &APIError{Message: err.Error(), Retryable: true}
 }

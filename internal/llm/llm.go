@@ -104,8 +104,6 @@ type APIError struct {
 	Body       string
 	// Auth marks authentication and authorisation failures.
 	Auth bool
-	// Started is true when output had already streamed when it failed.
-	Started bool
 }
 
 func (e *APIError) Error() string {

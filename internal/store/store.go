@@ -68,8 +68,6 @@ type Reader interface {
 	// ActiveRuns lists non-terminal runs, oldest first; all sessions when
 	// sessionID is empty.
 	ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, error)
-	// LastEndedRun returns the session's most recently ended run, or nil.
-	LastEndedRun(ctx context.Context, sessionID string) (*core.Run, error)
 	// StatusRuns returns, in one read, the session's oldest non-terminal
 	// run and its most recently ended run (either may be nil), or
 	// ErrNotFound when the session does not exist.

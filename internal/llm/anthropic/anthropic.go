@@ -123,7 +123,6 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	var tool *toolUse
 	var usage llm.Usage
 	finish := "stop"
-	started := false
 	for stream.Next() {
 		ev := stream.Current()
 		switch ev.Type {
@@ -134,17 +133,14 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		case "content_block_start":
 			if ev.ContentBlock.Type == "tool_use" {
 				tool = &toolUse{id: ev.ContentBlock.ID, name: ev.ContentBlock.Name}
-				started = true
 			}
 		case "content_block_delta":
 			switch ev.Delta.Type {
 			case "text_delta":
-				started = true
 				if err := emit(llm.Event{Kind: llm.EventText, Text: ev.Delta.Text}); err != nil {
 					return err
 				}
 			case "thinking_delta":
-				started = true
 				if err := emit(llm.Event{Kind: llm.EventReasoning, Text: ev.Delta.Thinking}); err != nil {
 					return err
 				}
@@ -189,12 +185,12 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return classify(err, started)
+		return classify(err)
 	}
 	return emit(llm.Event{Kind: llm.EventFinish, Finish: finish, Usage: usage})
 }
 
-func classify(err error, started bool) error {
+func classify(err error) error {
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
 		var h http.Header
@@ -205,12 +201,7 @@ func classify(err error, started bool) error {
 		if msg == "" {
 			msg = apiErr.Error()
 		}
-		e := llm.FromHTTP(apiErr.StatusCode, msg, h, apiErr.RawJSON(), time.Now())
-		if apiErr.StatusCode == 529 {
-			e.Retryable = true
-		}
-		e.Started = started
-		return e
+		return llm.FromHTTP(apiErr.StatusCode, msg, h, apiErr.RawJSON(), time.Now())
 	}
-	return llm.FromTransport(err, started)
+	return llm.FromTransport(err)
 }

@@ -137,7 +137,6 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	calls := map[int64]*call{}
 	var usage llm.Usage
 	finish := ""
-	started := false
 	for stream.Next() {
 		chunk := stream.Current()
 		if chunk.JSON.Usage.Valid() {
@@ -148,7 +147,6 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		}
 		for _, ch := range chunk.Choices {
 			if ch.Delta.Content != "" {
-				started = true
 				if err := emit(llm.Event{Kind: llm.EventText, Text: ch.Delta.Content}); err != nil {
 					return err
 				}
@@ -156,7 +154,6 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 			if r, ok := ch.Delta.JSON.ExtraFields["reasoning_content"]; ok {
 				var s string
 				if json.Unmarshal([]byte(r.Raw()), &s) == nil && s != "" {
-					started = true
 					if err := emit(llm.Event{Kind: llm.EventReasoning, Text: s}); err != nil {
 						return err
 					}
@@ -175,7 +172,6 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 					c.name = tc.Function.Name
 				}
 				c.args = append(c.args, tc.Function.Arguments...)
-				started = true
 			}
 			if ch.FinishReason != "" {
 				finish = ch.FinishReason
@@ -183,7 +179,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return classify(err, started)
+		return classify(err)
 	}
 	idx := make([]int64, 0, len(calls))
 	for i := range calls {
@@ -205,7 +201,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	return emit(llm.Event{Kind: llm.EventFinish, Finish: finish, Usage: usage})
 }
 
-func classify(err error, started bool) error {
+func classify(err error) error {
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
 		var h http.Header
@@ -216,9 +212,7 @@ func classify(err error, started bool) error {
 		if msg == "" {
 			msg = apiErr.Error()
 		}
-		e := llm.FromHTTP(apiErr.StatusCode, msg, h, apiErr.RawJSON(), time.Now())
-		e.Started = started
-		return e
+		return llm.FromHTTP(apiErr.StatusCode, msg, h, apiErr.RawJSON(), time.Now())
 	}
-	return llm.FromTransport(err, started)
+	return llm.FromTransport(err)
 }

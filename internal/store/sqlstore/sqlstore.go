@@ -259,19 +259,6 @@ func (r Reader) ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, e
 	return decodeRows[core.Run](rows, "runs")
 }
 
-// LastEndedRun implements store.Reader.
-func (r Reader) LastEndedRun(ctx context.Context, sessionID string) (*core.Run, error) {
-	var run core.Run
-	err := r.one(ctx, &run, "run", `SELECT data FROM runs WHERE session_id = ? AND state IN ('succeeded', 'failed', 'interrupted') ORDER BY ended_ms DESC, id DESC LIMIT 1`, sessionID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &run, nil
-}
-
 // Permission implements store.Reader.
 func (r Reader) Permission(ctx context.Context, id string) (core.PermissionRequest, error) {
 	var p core.PermissionRequest
