@@ -126,9 +126,8 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 		if err != nil {
 			return err
 		}
-		msg = &core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleAssistant,
-			Created: now, ParentID: run.UserMessageID, ProviderID: run.Model.ProviderID, ModelID: run.Model.ModelID,
-			Mode: "build", Agent: "build", CWD: sess.Directory, Root: sess.Directory, RunID: run.ID}
+		m := assistantMessage(run, sess, run.UserMessageID, now)
+		msg = &m
 	}
 	if o.err != nil && msg.Error == nil {
 		msg.Error = o.err
@@ -295,4 +294,12 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 	w.run(run)
 	w.status(run.SessionID, core.StatusOf(&run, nil))
 	return w.err
+}
+
+// assistantMessage starts an assistant message of the run, answering the
+// user message parentID.
+func assistantMessage(run core.Run, sess core.Session, parentID string, now int64) core.Message {
+	return core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleAssistant,
+		Created: now, ParentID: parentID, ProviderID: run.Model.ProviderID, ModelID: run.Model.ModelID,
+		Mode: "build", Agent: "build", CWD: sess.Directory, Root: sess.Directory, RunID: run.ID}
 }

@@ -291,11 +291,7 @@ func (r *runner) startStep(ctx context.Context, parentID string) error {
 	if err != nil {
 		return err
 	}
-	msg := core.Message{
-		ID: core.NewID(core.PrefixMessage, false), SessionID: r.run.SessionID, Role: core.RoleAssistant,
-		Created: now, ParentID: parentID, ProviderID: r.run.Model.ProviderID, ModelID: r.run.Model.ModelID,
-		Mode: "build", Agent: "build", CWD: sess.Directory, Root: sess.Directory, RunID: r.run.ID,
-	}
+	msg := assistantMessage(r.run, sess, parentID, now)
 	r.step = &step{msg: msg, lastFlush: time.Now()}
 	return r.e.st.Tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
@@ -421,17 +417,9 @@ func apiError(a *llm.APIError, providerID string) *core.Error {
 
 // waitRetry records the retry status, waits, and returns to busy.
 func (r *runner) waitRetry(ctx context.Context, attempt int, msg string, delay time.Duration) error {
-	next := time.Now().Add(delay)
-	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
-		run := r.run
-		run.State, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRetrying, attempt, msg, next.UnixMilli()
-		w := writer{ctx: ctx, tx: tx}
-		w.run(run)
-		w.status(run.SessionID, core.StatusOf(&run, nil))
-		if w.err == nil {
-			r.run = run
-		}
-		return w.err
+	next := time.Now().Add(delay).UnixMilli()
+	err := r.setState(ctx, func(run *core.Run) {
+		run.State, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRetrying, attempt, msg, next
 	})
 	if err != nil {
 		return err
@@ -443,9 +431,17 @@ func (r *runner) waitRetry(ctx context.Context, attempt int, msg string, delay t
 		return ctx.Err()
 	case <-t.C:
 	}
+	return r.setState(ctx, func(run *core.Run) {
+		run.State, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, 0, "", 0
+	})
+}
+
+// setState changes the run and publishes the session status it implies,
+// in one transaction.
+func (r *runner) setState(ctx context.Context, change func(*core.Run)) error {
 	return r.e.st.Tx(ctx, func(tx store.Tx) error {
 		run := r.run
-		run.State, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, 0, "", 0
+		change(&run)
 		w := writer{ctx: ctx, tx: tx}
 		w.run(run)
 		w.status(run.SessionID, core.StatusOf(&run, nil))

@@ -26,6 +26,27 @@ const (
 
 var skipDirs = map[string]bool{".git": true, "node_modules": true}
 
+// walkFiles calls fn for every regular entry under root, skipping .git and
+// node_modules and unreadable entries, until ctx ends.
+func walkFiles(ctx context.Context, root string, fn func(p string, d fs.DirEntry)) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d.IsDir() {
+			if skipDirs[d.Name()] && p != root {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		fn(p, d)
+		return nil
+	})
+}
+
 // globRegexp compiles a glob ("**" for any directories, "*" and "?" within
 // one name, {a,b} alternatives) into an anchored regular expression.
 func globRegexp(pattern string) (*regexp.Regexp, error) {
@@ -101,23 +122,10 @@ func (Glob) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 		return tool.Errorf("bad pattern: " + err.Error()), nil
 	}
 	var out []string
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if d.IsDir() {
-			if skipDirs[d.Name()] && p != root {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err = walkFiles(ctx, root, func(p string, d fs.DirEntry) {
 		if re.MatchString(filepath.ToSlash(rel(root, p))) {
 			out = append(out, rel(call.Directory, p))
 		}
-		return nil
 	})
 	if err != nil {
 		return tool.Result{}, err
@@ -223,25 +231,13 @@ func (g Grep) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 
 func walkGrep(ctx context.Context, re, include *regexp.Regexp, root string) ([]match, error) {
 	var ms []match
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if d.IsDir() {
-			if skipDirs[d.Name()] && p != root {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkFiles(ctx, root, func(p string, d fs.DirEntry) {
 		if include != nil && !include.MatchString(d.Name()) {
-			return nil
+			return
 		}
 		data, err := os.ReadFile(p)
 		if err != nil || isBinary(data) {
-			return nil
+			return
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(make([]byte, 64*1024), 4<<20)
@@ -250,7 +246,6 @@ func walkGrep(ctx context.Context, re, include *regexp.Regexp, root string) ([]m
 				ms = append(ms, match{path: p, line: n, text: sc.Text()})
 			}
 		}
-		return nil
 	})
 	return ms, err
 }
