@@ -89,10 +89,22 @@ func TestToolLoop(t *testing.T) {
 			t.Errorf("tool %d state = %+v", i, p.State)
 		}
 	}
-	// Four assistant steps: two tool calls, then the answer... in three messages.
+	// Three steps: two tool calls, then the answer.
 	runs, _ := n.c.Runs(t.Context(), sid)
 	if runs[0].Steps != 3 {
 		t.Errorf("steps = %d, want 3", runs[0].Steps)
+	}
+	// Busy is published once per transition, not once per step.
+	var statuses []string
+	for _, ev := range n.allEvents() {
+		if ev.Type == core.EventSessionStatus && ev.SessionID == sid {
+			var p core.StatusEventProps
+			json.Unmarshal(ev.Properties, &p)
+			statuses = append(statuses, p.Status.Type)
+		}
+	}
+	if strings.Join(statuses, ",") != "busy,idle" {
+		t.Errorf("status events of a 3-step run = %v, want [busy idle]", statuses)
 	}
 	// A tool failure the model should see is a tool error, not a run failure.
 	m = n.send(sid, "tool:echo:[1,2]")
