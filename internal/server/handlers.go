@@ -64,10 +64,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError 
 	if err != nil {
 		return s.storeErr(err, "sessions")
 	}
-	if list == nil {
-		list = []core.Session{}
-	}
-	writeJSON(w, http.StatusOK, list)
+	writeList(w, list)
 	return nil
 }
 
@@ -282,6 +279,15 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) *apiError {
+	return sessionList(s, w, r, "messages", func(ctx context.Context, id string, limit int) ([]core.MessageWithParts, error) {
+		return s.st.Messages(ctx, id, store.MessageQuery{Limit: limit, Before: r.URL.Query().Get("before")})
+	})
+}
+
+// sessionList answers a ?limit= listing under /session/{id}: 404 for an
+// unknown session, a JSON array (never null) otherwise.
+func sessionList[T any](s *Server, w http.ResponseWriter, r *http.Request, what string,
+	list func(ctx context.Context, sessionID string, limit int) ([]T, error)) *apiError {
 	id := r.PathValue("id")
 	limit, e := queryInt(r, "limit", 0, 0, 100000)
 	if e != nil {
@@ -290,15 +296,20 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) *apiError 
 	if _, err := s.st.Session(r.Context(), id); err != nil {
 		return s.storeErr(err, "session "+id)
 	}
-	msgs, err := s.st.Messages(r.Context(), id, store.MessageQuery{Limit: limit, Before: r.URL.Query().Get("before")})
+	items, err := list(r.Context(), id, limit)
 	if err != nil {
-		return s.storeErr(err, "messages")
+		return s.storeErr(err, what)
 	}
-	if msgs == nil {
-		msgs = []core.MessageWithParts{}
-	}
-	writeJSON(w, http.StatusOK, msgs)
+	writeList(w, items)
 	return nil
+}
+
+// writeList writes a JSON array, [] rather than null when empty.
+func writeList[T any](w http.ResponseWriter, items []T) {
+	if items == nil {
+		items = []T{}
+	}
+	writeJSON(w, http.StatusOK, items)
 }
 
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) *apiError {
@@ -396,23 +407,7 @@ func (s *Server) abort(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) *apiError {
-	id := r.PathValue("id")
-	limit, e := queryInt(r, "limit", 0, 0, 100000)
-	if e != nil {
-		return e
-	}
-	if _, err := s.st.Session(r.Context(), id); err != nil {
-		return s.storeErr(err, "session "+id)
-	}
-	runs, err := s.st.Runs(r.Context(), id, limit)
-	if err != nil {
-		return s.storeErr(err, "runs")
-	}
-	if runs == nil {
-		runs = []core.Run{}
-	}
-	writeJSON(w, http.StatusOK, runs)
-	return nil
+	return sessionList(s, w, r, "runs", s.st.Runs)
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) *apiError {
@@ -466,10 +461,7 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) *apiErr
 	if err != nil {
 		return s.storeErr(err, "permissions")
 	}
-	if list == nil {
-		list = []core.PermissionRequest{}
-	}
-	writeJSON(w, http.StatusOK, list)
+	writeList(w, list)
 	return nil
 }
 
