@@ -286,9 +286,10 @@ func TestBusyPolicies(t *testing.T) {
 	})
 	t.Run("queue", func(t *testing.T) {
 		sid := n.session()
-		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "sleep:2\nreply:first"}); err != nil {
+		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "sleep:25\nreply:first"}); err != nil {
 			t.Fatal(err)
 		}
+		n.streamingStarted(sid, "")
 		m, err := n.c.Send(ctx, sid, client.Prompt{Text: "reply:second", Busy: "queue"})
 		if err != nil || textOf(m) != "second" {
 			t.Fatalf("queued answer = %q, %v", textOf(m), err)
@@ -299,6 +300,31 @@ func TestBusyPolicies(t *testing.T) {
 		}
 		if runs[0].Time.Started < runs[1].Time.Ended {
 			t.Error("queued run started before the first ended")
+		}
+		// Promise 1 through events: while the queued run waits, nothing
+		// says idle; the session goes busy(first) → busy(second) → idle.
+		var seq []string
+		idles := 0
+		for _, ev := range n.allEvents() {
+			if ev.SessionID != sid {
+				continue
+			}
+			switch ev.Type {
+			case core.EventSessionStatus:
+				var p core.StatusEventProps
+				json.Unmarshal(ev.Properties, &p)
+				id := p.Status.RunID
+				if p.Status.Last != nil {
+					id = p.Status.Last.RunID
+				}
+				seq = append(seq, p.Status.Type+":"+id)
+			case core.EventSessionIdle:
+				idles++
+			}
+		}
+		want := []string{"busy:" + runs[1].ID, "busy:" + runs[0].ID, "idle:" + runs[0].ID}
+		if strings.Join(seq, ",") != strings.Join(want, ",") || idles != 1 {
+			t.Errorf("status events = %v and %d session.idle, want %v and 1", seq, idles, want)
 		}
 	})
 	t.Run("interrupt", func(t *testing.T) {
