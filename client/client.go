@@ -182,10 +182,11 @@ func (c *Client) Status(ctx context.Context, id string) (SessionStatus, error) {
 	return st, err
 }
 
-// Statuses lists the sessions that have a non-terminal run.
+// Statuses lists the sessions that have a non-terminal run, with agentd's
+// full status (run id, phase).
 func (c *Client) Statuses(ctx context.Context) (map[string]SessionStatus, error) {
 	var m map[string]SessionStatus
-	err := c.do(ctx, "GET", "/session/status", nil, &m)
+	err := c.do(ctx, "GET", "/session/active", nil, &m)
 	return m, err
 }
 
@@ -268,6 +269,32 @@ func (c *Client) Run(ctx context.Context, sessionID, runID string) (Run, error) 
 	var out Run
 	err := c.do(ctx, "GET", "/session/"+url.PathEscape(sessionID)+"/run/"+url.PathEscape(runID), nil, &out)
 	return out, err
+}
+
+// RunOf returns the id of the run that answers the prompt messageID: the
+// run it started, or, when it joined a running run (busy policy steer),
+// that run.
+func (c *Client) RunOf(ctx context.Context, sessionID, messageID string) (string, error) {
+	var runs []Run
+	if err := c.do(ctx, "GET", "/session/"+url.PathEscape(sessionID)+"/run?limit=50", nil, &runs); err != nil {
+		return "", err
+	}
+	for _, r := range runs {
+		if r.UserMessageID == messageID {
+			return r.ID, nil
+		}
+	}
+	st, err := c.Status(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	if st.RunID != "" {
+		return st.RunID, nil
+	}
+	if st.Last != nil {
+		return st.Last.RunID, nil
+	}
+	return "", fmt.Errorf("agentd: no run answers message %s", messageID)
 }
 
 // Event is one event received from a stream. Seq is 0 for live-only

@@ -69,10 +69,11 @@ func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) 
 	streamCtx, cancelStream := context.WithCancel(work)
 	defer cancelStream()
 	connected := make(chan struct{})
-	result := make(chan core.IdleEventProps, 1)
+	result := make(chan core.Run, 1)
 	streamErr := make(chan error, 1)
+	pr := newPrinter(p.MessageID, connected, result)
 	go func() {
-		streamErr <- c.Events(streamCtx, sid, 0, false, newPrinter(p.MessageID, connected, result).handle)
+		streamErr <- c.Events(streamCtx, sid, 0, false, pr.handle)
 	}()
 	select {
 	case <-connected:
@@ -82,15 +83,20 @@ func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) 
 	if err := c.SendAsync(work, sid, p); err != nil {
 		return err
 	}
+	runID, err := c.RunOf(work, sid, p.MessageID)
+	if err != nil {
+		return err
+	}
+	pr.setRun(runID)
 	aborted := false
 	for {
 		select {
-		case idle := <-result:
+		case run := <-result:
 			fmt.Println()
-			if idle.Error != nil && idle.Outcome != core.RunSucceeded {
-				fmt.Fprintf(os.Stderr, "run %s %s (%s): %s\n", idle.RunID, idle.Outcome, idle.Reason, idle.Error.Data.Message)
+			if run.Error != nil && run.State != core.RunSucceeded {
+				fmt.Fprintf(os.Stderr, "run %s %s (%s): %s\n", run.ID, run.State, run.Reason, run.Error.Data.Message)
 			}
-			switch idle.Outcome {
+			switch run.State {
 			case core.RunSucceeded:
 				return nil
 			case core.RunInterrupted:
@@ -120,28 +126,59 @@ func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) 
 // printer turns a session's event stream into terminal output.
 type printer struct {
 	messageID string
-	runID     string
 	connected chan struct{}
-	result    chan core.IdleEventProps
+	result    chan core.Run
 	printed   map[string]int // part id → bytes of text printed
 	tools     map[string]string
 	spin      *spinner
+
+	// The run answering the prompt is known once the prompt is admitted;
+	// its end may be seen on the stream before that, so it is kept.
+	mu    sync.Mutex
+	runID string
+	ended map[string]core.Run
+	sent  bool
 }
 
-func newPrinter(messageID string, connected chan struct{}, result chan core.IdleEventProps) *printer {
-	return &printer{messageID: messageID, connected: connected, result: result, printed: map[string]int{}, tools: map[string]string{}, spin: newSpinner()}
+func newPrinter(messageID string, connected chan struct{}, result chan core.Run) *printer {
+	return &printer{messageID: messageID, connected: connected, result: result, printed: map[string]int{},
+		tools: map[string]string{}, spin: newSpinner(), ended: map[string]core.Run{}}
+}
+
+// setRun names the run to follow and reports its end if it was seen.
+func (p *printer) setRun(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.runID = id
+	if run, ok := p.ended[id]; ok {
+		p.report(run)
+	}
+}
+
+// report hands the run's end to the command once; p.mu is held.
+func (p *printer) report(run core.Run) {
+	if p.sent {
+		return
+	}
+	p.sent = true
+	p.spin.stop()
+	p.result <- run
 }
 
 func (p *printer) handle(ev client.Event) error {
 	switch ev.Type {
 	case core.EventServerConnected:
 		close(p.connected)
-	case core.EventMessageUpdated:
-		var v struct {
-			Info core.Message `json:"info"`
+	case core.EventRunUpdated:
+		var v core.RunProps
+		if json.Unmarshal(ev.Properties, &v) != nil || !core.TerminalState(v.Run.State) {
+			return nil
 		}
-		if json.Unmarshal(ev.Properties, &v) == nil && v.Info.ID == p.messageID {
-			p.runID = v.Info.RunID
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.ended[v.Run.ID] = v.Run
+		if v.Run.ID == p.runID {
+			p.report(v.Run)
 		}
 	case core.EventPartDelta:
 		var d struct {
@@ -182,13 +219,6 @@ func (p *printer) handle(ev client.Event) error {
 				p.spin.stop()
 				fmt.Fprintf(os.Stderr, "✗ %s: %s\n", v.Part.Tool, v.Part.State.Error)
 			}
-		}
-	case core.EventSessionIdle:
-		var idle core.IdleEventProps
-		if json.Unmarshal(ev.Properties, &idle) == nil && idle.RunID != "" && idle.RunID == p.runID {
-			p.spin.stop()
-			p.result <- idle
-			return errors.New("done")
 		}
 	}
 	return nil

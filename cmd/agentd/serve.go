@@ -90,6 +90,8 @@ func cmdServe(ctx context.Context, args []string) error {
 			}
 		}
 	}
+	catalog := app.Catalog(file, def, cfg.Engine.Permission)
+	cfg.Catalog = &catalog
 	start := time.Now()
 	a, err := app.Start(ctx, cfg)
 	if err != nil {

@@ -10,10 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
@@ -50,6 +53,9 @@ type Config struct {
 	EventMaxAge   time.Duration
 	EventMaxCount int
 	Logger        *slog.Logger
+	// Catalog describes the models and configuration to opencode's
+	// clients; nil means one built from an empty configuration.
+	Catalog *server.Catalog
 }
 
 // App is a running agentd node.
@@ -113,9 +119,17 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		st.Close()
 		return nil, err
 	}
+	if cfg.Catalog == nil {
+		def := cfg.Engine.DefaultModel
+		if def.ProviderID == "" {
+			def = scriptedRef
+		}
+		c := Catalog(config.File{}, def, cfg.Engine.Permission)
+		cfg.Catalog = &c
+	}
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
-		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger,
+		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -143,6 +157,20 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		a.prune()
 	}()
 	return a, nil
+}
+
+// paths are the directories reported to clients: the user's home, the
+// directory of the database and agentd's configuration directory.
+func paths(dbPath string) server.Paths {
+	p := server.Paths{State: filepath.Dir(dbPath)}
+	if abs, err := filepath.Abs(p.State); err == nil {
+		p.State = abs
+	}
+	p.Home, _ = os.UserHomeDir()
+	if d, err := os.UserConfigDir(); err == nil {
+		p.Config = filepath.Join(d, "agentd")
+	}
+	return p
 }
 
 // URL is the base URL the node listens on.

@@ -140,7 +140,7 @@ func TestLiveStreamFraming(t *testing.T) {
 			}
 		default:
 			durable++
-			if ev.Seq == 0 || ev.ID != strconv.FormatInt(ev.Seq, 10) {
+			if ev.Seq == 0 || ev.ID != core.DurableEventID(ev.Seq) {
 				t.Errorf("durable %s: seq %d id %q", ev.Type, ev.Seq, ev.ID)
 			}
 		}
@@ -258,7 +258,7 @@ func TestSessionEventStreamAndGlobal(t *testing.T) {
 			t.Fatalf("global event not wrapped: %s", line)
 		}
 		if p.Type != core.EventServerConnected {
-			if p.ID != strconv.FormatInt(last, 10) {
+			if p.ID != core.DurableEventID(last) {
 				t.Errorf("replayed global event id %q, want %d", p.ID, last)
 			}
 			break

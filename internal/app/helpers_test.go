@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -126,9 +127,24 @@ func (n *node) session() string {
 	return s.ID
 }
 
+// send prompts and returns the run's last assistant message. A run that
+// fails is answered with its error (5xx); send then reads the message
+// from the transcript, so that tests look at failures the same way.
 func (n *node) send(sid, text string) client.MessageWithParts {
 	n.t.Helper()
 	m, err := n.c.Send(n.t.Context(), sid, client.Prompt{Text: text})
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.StatusCode >= 500 {
+		msgs, lerr := n.c.Messages(n.t.Context(), sid)
+		if lerr != nil {
+			n.t.Fatal(lerr)
+		}
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Info.Role == core.RoleAssistant {
+				return msgs[i]
+			}
+		}
+	}
 	if err != nil {
 		n.t.Fatalf("send %q: %v", text, err)
 	}

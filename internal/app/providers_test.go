@@ -97,7 +97,7 @@ func TestProviders(t *testing.T) {
 				if time.Since(before) < 900*time.Millisecond {
 					t.Error("Retry-After: 1 was not honoured")
 				}
-				var retry *core.SessionStatus
+				var retry *core.OpencodeStatus
 				var at int64
 				for _, ev := range n.allEvents() {
 					if ev.Type == core.EventSessionStatus && ev.SessionID == sid {
@@ -108,10 +108,10 @@ func TestProviders(t *testing.T) {
 						}
 					}
 				}
-				if retry == nil || retry.Attempt != 1 || !strings.Contains(retry.Message, "429") && retry.Message == "" {
+				if retry == nil || *retry.Attempt != 1 || !strings.Contains(*retry.Message, "429") && *retry.Message == "" {
 					t.Fatalf("retry status = %+v", retry)
 				}
-				if d := retry.Next - at; d < 950 || d > 1500 {
+				if d := *retry.Next - at; d < 950 || d > 1500 {
 					t.Errorf("next is %d ms after the retry status, want about 1000", d)
 				}
 			})
@@ -140,7 +140,7 @@ func TestProviders(t *testing.T) {
 				}
 				var broken []client.MessageWithParts
 				for _, mm := range mustMessages(t, n, sid) {
-					if mm.Info.Error != nil && mm.Info.Error.Name == "StreamRetriedError" {
+					if mm.Info.Error.Ref() == core.RefStreamRetried {
 						broken = append(broken, mm)
 					}
 				}

@@ -68,7 +68,7 @@ func TestGracefulShutdownResumes(t *testing.T) {
 		if m.Info.Role != core.RoleAssistant {
 			continue
 		}
-		if m.Info.Error != nil && m.Info.Error.Name == "MessageInterruptedError" {
+		if m.Info.Error != nil && m.Info.Error.Name == core.ErrNameAborted && strings.Contains(m.Info.Error.Data.Message, "restart") {
 			cut++
 			if !strings.Contains(textOf(m), "tick 1") {
 				t.Errorf("cut-off message lost its persisted text: %q", textOf(m))
@@ -83,7 +83,7 @@ func TestGracefulShutdownResumes(t *testing.T) {
 	}
 	sawRecovering := false
 	for _, ev := range n2.allEvents() {
-		if ev.Type == core.EventSessionStatus && strings.Contains(string(ev.Properties), `"phase":"recovering"`) {
+		if ev.Type == core.EventRunUpdated && strings.Contains(string(ev.Properties), `"phase":"recovering"`) {
 			sawRecovering = true
 		}
 	}

@@ -142,7 +142,7 @@ func TestRetryIsVisibleThenSucceeds(t *testing.T) {
 	if textOf(m) != "finally" {
 		t.Fatalf("answer = %q", textOf(m))
 	}
-	var retries []core.SessionStatus
+	var retries []core.OpencodeStatus
 	var busyAfterRetry int
 	for _, ev := range n.allEvents() {
 		if ev.Type != core.EventSessionStatus || ev.SessionID != sid {
@@ -160,7 +160,7 @@ func TestRetryIsVisibleThenSucceeds(t *testing.T) {
 		t.Fatalf("retry statuses = %d, want 2", len(retries))
 	}
 	for i, r := range retries {
-		if r.Attempt != i+1 || r.Next == 0 || !strings.Contains(r.Message, "503") || r.RunID == "" {
+		if *r.Attempt != i+1 || *r.Next == 0 || !strings.Contains(*r.Message, "503") {
 			t.Errorf("retry %d = %+v", i, r)
 		}
 	}
@@ -313,16 +313,18 @@ func TestBusyPolicies(t *testing.T) {
 			case core.EventSessionStatus:
 				var p core.StatusEventProps
 				json.Unmarshal(ev.Properties, &p)
-				id := p.Status.RunID
-				if p.Status.Last != nil {
-					id = p.Status.Last.RunID
-				}
-				seq = append(seq, p.Status.Type+":"+id)
+				seq = append(seq, p.Status.Type)
 			case core.EventSessionIdle:
 				idles++
+			case core.EventRunUpdated:
+				var p core.RunProps
+				json.Unmarshal(ev.Properties, &p)
+				if core.TerminalState(p.Run.State) {
+					seq = append(seq, "end:"+p.Run.ID)
+				}
 			}
 		}
-		want := []string{"busy:" + runs[1].ID, "busy:" + runs[0].ID, "idle:" + runs[0].ID}
+		want := []string{"busy", "end:" + runs[1].ID, "busy", "end:" + runs[0].ID, "idle"}
 		if strings.Join(seq, ",") != strings.Join(want, ",") || idles != 1 {
 			t.Errorf("status events = %v and %d session.idle, want %v and 1", seq, idles, want)
 		}
@@ -476,43 +478,48 @@ func checkOneEndPerRun(t *testing.T, n *node, wantRuns int) {
 		}
 		return runs[id]
 	}
-	msgRun := map[string]string{}
+	// Runs of one session follow each other here, so the session's
+	// events belong to its latest run: opencode's events carry no run id.
+	current := map[string]string{} // session → run executing or last ended
+	assistant := map[string]bool{}  // assistant message ids
 	for _, ev := range n.allEvents() {
 		switch ev.Type {
 		case core.EventRunUpdated:
-			var p struct{ Run core.Run }
+			var p core.RunProps
 			json.Unmarshal(ev.Properties, &p)
+			current[p.Run.SessionID] = p.Run.ID
 			if core.TerminalState(p.Run.State) {
 				get(p.Run.ID).terminal++
 			} else {
 				get(p.Run.ID)
 			}
 		case core.EventMessageUpdated:
-			var p struct{ Info core.Message }
+			var p core.MessageProps
 			json.Unmarshal(ev.Properties, &p)
 			if p.Info.Role == core.RoleAssistant {
-				msgRun[p.Info.ID] = p.Info.RunID
-				get(p.Info.RunID).lastUpdateSeq = ev.Seq
+				assistant[p.Info.ID] = true
+				get(current[ev.SessionID]).lastUpdateSeq = ev.Seq
 			}
 		case core.EventPartUpdated:
-			var p struct{ Part core.Part }
+			var p core.PartProps
 			json.Unmarshal(ev.Properties, &p)
-			if rid, ok := msgRun[p.Part.MessageID]; ok {
-				get(rid).lastUpdateSeq = ev.Seq
-			}
 			if p.Part.Type == core.PartIdle {
 				get(p.Part.RunID).idleParts++
+				if p.Part.RunID != current[ev.SessionID] {
+					t.Errorf("idle part of run %s while run %s is the session's", p.Part.RunID, current[ev.SessionID])
+				}
+			}
+			if assistant[p.Part.MessageID] {
+				get(current[ev.SessionID]).lastUpdateSeq = ev.Seq
 			}
 		case core.EventSessionStatus:
 			var p core.StatusEventProps
 			json.Unmarshal(ev.Properties, &p)
 			if p.Status.Type == core.StatusIdle {
-				get(p.Status.Last.RunID).idleStatus++
+				get(current[ev.SessionID]).idleStatus++
 			}
 		case core.EventSessionIdle:
-			var p core.IdleEventProps
-			json.Unmarshal(ev.Properties, &p)
-			r := get(p.RunID)
+			r := get(current[ev.SessionID])
 			r.idleEvents++
 			r.idleSeq = ev.Seq
 		}

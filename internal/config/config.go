@@ -51,6 +51,9 @@ type Provider struct {
 	Name    string           `json:"name"`
 	Options ProviderOptions  `json:"options"`
 	Models  map[string]Model `json:"models"`
+	// FromEnv names the variable whose key enabled a stock provider that
+	// the configuration does not mention.
+	FromEnv string `json:"-"`
 }
 
 // ProviderOptions are the connection settings of a provider.
@@ -165,23 +168,28 @@ func ParseModel(s string) (core.ModelRef, error) {
 	return core.ModelRef{ProviderID: p, ModelID: m}, nil
 }
 
+// Providers returns the configured providers plus the stock ones that an
+// API key in the environment enables (marked FromEnv).
+func (f File) Providers() map[string]Provider {
+	providers := map[string]Provider{}
+	for k, v := range f.Provider {
+		providers[k] = v
+	}
+	if _, ok := providers["openai"]; !ok && os.Getenv("OPENAI_API_KEY") != "" {
+		providers["openai"] = Provider{NPM: "@ai-sdk/openai", Name: "OpenAI", FromEnv: "OPENAI_API_KEY"}
+	}
+	if _, ok := providers["anthropic"]; !ok && os.Getenv("ANTHROPIC_API_KEY") != "" {
+		providers["anthropic"] = Provider{NPM: "@ai-sdk/anthropic", Name: "Anthropic", FromEnv: "ANTHROPIC_API_KEY"}
+	}
+	return providers
+}
+
 // Build turns the configuration into a model registry and the default
 // model. With no provider configured the default is agentd/scripted.
 func (f File) Build() (*llm.Registry, core.ModelRef, error) {
 	reg := llm.NewRegistry()
 	reg.Add(scripted.ProviderID, &scripted.Model{}, nil)
-	providers := map[string]Provider{}
-	for k, v := range f.Provider {
-		providers[k] = v
-	}
-	// Keys in the environment enable the stock providers.
-	if _, ok := providers["openai"]; !ok && os.Getenv("OPENAI_API_KEY") != "" {
-		providers["openai"] = Provider{NPM: "@ai-sdk/openai"}
-	}
-	if _, ok := providers["anthropic"]; !ok && os.Getenv("ANTHROPIC_API_KEY") != "" {
-		providers["anthropic"] = Provider{NPM: "@ai-sdk/anthropic"}
-	}
-	for id, p := range providers {
+	for id, p := range f.Providers() {
 		prov, err := p.provider(id)
 		if err != nil {
 			return nil, core.ModelRef{}, err

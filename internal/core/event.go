@@ -2,11 +2,13 @@ package core
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 )
 
-// Event types agentd emits. Most are opencode's; server.gap and run.updated
-// are agentd's own.
+// Event types agentd emits. Most are opencode's, with exactly the
+// properties opencode's OpenAPI document allows; server.gap and run.updated
+// are agentd's own (opencode clients ignore types they do not know).
 const (
 	EventServerConnected   = "server.connected"
 	EventServerHeartbeat   = "server.heartbeat"
@@ -28,7 +30,9 @@ const (
 )
 
 // Event is one record of the event log. Durable events have Seq > 0 and
-// are replayable; live-only events (deltas, heartbeats) have Seq 0.
+// are replayable; live-only events (deltas, heartbeats) have Seq 0. The
+// seq travels outside the JSON object (the SSE id line), because opencode's
+// schema wants the JSON id to be an evt_ identifier.
 type Event struct {
 	Seq        int64           `json:"-"`
 	ID         string          `json:"id"`
@@ -58,24 +62,70 @@ func MustEvent(sessionID, typ string, props any) Event {
 	return ev
 }
 
-// SeqID is the string form of a durable sequence number, used as the
-// event's id and as the SSE id line.
+// SeqID is the string form of a durable sequence number, used as the SSE
+// id line.
 func SeqID(seq int64) string { return strconv.FormatInt(seq, 10) }
 
-// StatusEventProps is the payload of session.status.
-type StatusEventProps struct {
-	SessionID string        `json:"sessionID"`
-	Status    SessionStatus `json:"status"`
+// DurableEventID is the JSON id of the durable event with the given seq:
+// an evt_ identifier, as opencode's schema requires, that is the same on
+// every replay.
+func DurableEventID(seq int64) string { return fmt.Sprintf("%s_%026x", PrefixEvent, seq) }
+
+// SessionProps is the payload of session.created, session.updated and
+// session.deleted.
+type SessionProps struct {
+	SessionID string  `json:"sessionID"`
+	Info      Session `json:"info"`
 }
 
-// IdleEventProps is the payload of session.idle, extended with the outcome
-// of the run that ended.
+// MessageProps is the payload of message.updated.
+type MessageProps struct {
+	SessionID string  `json:"sessionID"`
+	Info      Message `json:"info"`
+}
+
+// PartProps is the payload of message.part.updated; Time is when the part
+// changed, in epoch ms.
+type PartProps struct {
+	SessionID string `json:"sessionID"`
+	Part      Part   `json:"part"`
+	Time      int64  `json:"time"`
+}
+
+// DeltaProps is the payload of the live-only message.part.delta.
+type DeltaProps struct {
+	SessionID string `json:"sessionID"`
+	MessageID string `json:"messageID"`
+	PartID    string `json:"partID"`
+	Field     string `json:"field"`
+	Delta     string `json:"delta"`
+}
+
+// StatusEventProps is the payload of session.status, in opencode's strict
+// shape. agentd's richer status (run id, phase, last outcome) is on its
+// own routes and in run.updated.
+type StatusEventProps struct {
+	SessionID string         `json:"sessionID"`
+	Status    OpencodeStatus `json:"status"`
+}
+
+// IdleEventProps is the payload of session.idle. opencode's schema allows
+// nothing but the session id; the outcome of the run that ended is in the
+// run.updated event written just before, in the same transaction.
 type IdleEventProps struct {
 	SessionID string `json:"sessionID"`
-	RunID     string `json:"runID"`
-	Outcome   string `json:"outcome"`
-	Reason    string `json:"reason,omitempty"`
-	Error     *Error `json:"error,omitempty"`
+}
+
+// ErrorEventProps is the payload of session.error, published when a run
+// fails.
+type ErrorEventProps struct {
+	SessionID string `json:"sessionID"`
+	Error     *Error `json:"error"`
+}
+
+// RunProps is the payload of agentd's run.updated: the whole run row.
+type RunProps struct {
+	Run Run `json:"run"`
 }
 
 // Error is opencode's error object: a name and a data bag that always has a
@@ -123,6 +173,65 @@ func (d *ErrorData) UnmarshalJSON(b []byte) error {
 // NewError builds an Error with a name and a message.
 func NewError(name, msg string) *Error {
 	return &Error{Name: name, Data: ErrorData{Message: msg}}
+}
+
+// Names of opencode's message error union. Messages and session.error
+// carry only these; agentd tells its own kinds of failure apart with the
+// ref of an UnknownError.
+const (
+	ErrNameAborted      = "MessageAbortedError"
+	ErrNameUnknown      = "UnknownError"
+	ErrNameAPI          = "APIError"
+	ErrNameProviderAuth = "ProviderAuthError"
+)
+
+// Refs of agentd's kinds of UnknownError.
+const (
+	RefStreamRetried = "stream_retried"
+	RefMaxSteps      = "max_steps"
+	RefModelNotFound = "model_not_found"
+	RefCrashLoop     = "crash_loop"
+	RefInternal      = "internal"
+)
+
+// AbortedError is opencode's MessageAbortedError.
+func AbortedError(msg string) *Error { return NewError(ErrNameAborted, msg) }
+
+// UnknownError is opencode's UnknownError with agentd's kind in ref.
+func UnknownError(ref, msg string) *Error {
+	return &Error{Name: ErrNameUnknown, Data: ErrorData{Message: msg, Extra: map[string]any{"ref": ref}}}
+}
+
+// Ref returns the ref of an UnknownError ("" for other errors).
+func (e *Error) Ref() string {
+	if e == nil || e.Name != ErrNameUnknown {
+		return ""
+	}
+	ref, _ := e.Data.Extra["ref"].(string)
+	return ref
+}
+
+// legacyRefs maps error names that agentd wrote before it kept to
+// opencode's union onto the refs that replace them, so that old databases
+// still produce valid messages.
+var legacyRefs = map[string]string{
+	"StreamRetriedError":         RefStreamRetried,
+	"MaxStepsError":              RefMaxSteps,
+	"ProviderModelNotFoundError": RefModelNotFound,
+}
+
+// UnmarshalJSON decodes an error, normalising legacy names.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	type plain Error
+	if err := json.Unmarshal(b, (*plain)(e)); err != nil {
+		return err
+	}
+	if ref, ok := legacyRefs[e.Name]; ok {
+		*e = *UnknownError(ref, e.Data.Message)
+	} else if e.Name == "MessageInterruptedError" {
+		e.Name = ErrNameAborted
+	}
+	return nil
 }
 
 // Error implements error so that an *Error can travel through Go code.

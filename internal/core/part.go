@@ -42,7 +42,8 @@ type ToolState struct {
 // MarshalJSON encodes the state with exactly the fields its status has.
 func (s ToolState) MarshalJSON() ([]byte, error) {
 	input := s.Input
-	if len(input) == 0 {
+	if !isObject(input) {
+		// opencode's schema wants an object; what the model sent is in raw.
 		input = json.RawMessage("{}")
 	}
 	switch s.Status {
@@ -88,6 +89,31 @@ func (s ToolState) MarshalJSON() ([]byte, error) {
 	}
 }
 
+// isObject reports whether b is a JSON object.
+func isObject(b json.RawMessage) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return json.Valid(b)
+		}
+		return false
+	}
+	return false
+}
+
+// idleMeta is how an idle part travels: opencode's schema has no part type
+// for it, so it is an empty, synthetic, ignored text part whose metadata
+// carries the run's outcome under the "agentd" key.
+type idleMeta struct {
+	Type    string `json:"type"`
+	RunID   string `json:"runID"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	Error   *Error `json:"error,omitempty"`
+}
+
 // Part is one piece of a message. Which fields are meaningful depends on
 // Type; MarshalJSON writes exactly the fields of opencode's shape for that
 // type (plus agentd's idle part).
@@ -117,13 +143,17 @@ type Part struct {
 	Filename string
 	URL      string
 
-	// idle
+	// idle (agentd's own; see idleMeta for how it travels)
 	RunID   string
 	Outcome string
 	Error   *Error
 
 	Metadata map[string]any
 }
+
+// agentdMetaKey is the metadata key under which agentd's own part data
+// travels.
+const agentdMetaKey = "agentd"
 
 // partWire is the union of every part field, used to decode.
 type partWire struct {
@@ -161,6 +191,17 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 		Text: w.Text, Synthetic: w.Synthetic, CallID: w.CallID, Tool: w.Tool, State: w.State.ToolState,
 		Reason: w.Reason, Cost: w.Cost, Tokens: w.Tokens, Mime: w.Mime, Filename: w.Filename, URL: w.URL,
 		RunID: w.RunID, Outcome: w.Outcome, Error: w.Error, Metadata: w.Metadata}
+	if w.Type == PartText && w.Metadata != nil {
+		if raw, ok := w.Metadata[agentdMetaKey]; ok {
+			b, _ := json.Marshal(raw)
+			var im idleMeta
+			if json.Unmarshal(b, &im) == nil && im.Type == PartIdle {
+				p.Type, p.Text, p.Synthetic = PartIdle, "", false
+				p.RunID, p.Outcome, p.Reason, p.Error = im.RunID, im.Outcome, im.Reason, im.Error
+				p.Metadata = nil
+			}
+		}
+	}
 	if len(w.Time) > 0 && w.Time[0] == '{' {
 		var t struct {
 			Start   int64 `json:"start"`
@@ -172,7 +213,9 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 		}
 		p.Time = PartTime{Start: t.Start, End: t.End}
 		if p.Type == PartIdle {
-			p.Time.Start = t.Created
+			// An idle part's time is one moment; parts written before
+			// idle parts travelled as text parts call it created.
+			p.Time = PartTime{Start: max(t.Start, t.Created)}
 		}
 	}
 	return nil
@@ -239,18 +282,16 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			URL      string `json:"url"`
 		}{h, p.Mime, p.Filename, p.URL})
 	case PartIdle:
+		h.Type = PartText
 		return json.Marshal(struct {
 			head
-			RunID   string `json:"runID"`
-			Outcome string `json:"outcome"`
-			Reason  string `json:"reason,omitempty"`
-			Error   *Error `json:"error,omitempty"`
-			Time    struct {
-				Created int64 `json:"created"`
-			} `json:"time"`
-		}{h, p.RunID, p.Outcome, p.Reason, p.Error, struct {
-			Created int64 `json:"created"`
-		}{p.Time.Start}})
+			Text      string              `json:"text"`
+			Synthetic bool                `json:"synthetic"`
+			Ignored   bool                `json:"ignored"`
+			Time      PartTime            `json:"time"`
+			Metadata  map[string]idleMeta `json:"metadata"`
+		}{h, "", true, true, PartTime{Start: p.Time.Start, End: p.Time.Start},
+			map[string]idleMeta{agentdMetaKey: {Type: PartIdle, RunID: p.RunID, Outcome: p.Outcome, Reason: p.Reason, Error: p.Error}}})
 	default:
 		return json.Marshal(struct {
 			head

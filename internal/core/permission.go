@@ -49,3 +49,38 @@ type PermissionRequest struct {
 		Replied int64 `json:"replied,omitempty"`
 	} `json:"time"`
 }
+
+// OpencodePermission is a permission request exactly as opencode's schema
+// has it: the question without agentd's bookkeeping.
+type OpencodePermission struct {
+	ID         string             `json:"id"`
+	SessionID  string             `json:"sessionID"`
+	Permission string             `json:"permission"`
+	Patterns   []string           `json:"patterns"`
+	Metadata   map[string]any     `json:"metadata"`
+	Always     []string           `json:"always"`
+	Tool       *PermissionToolRef `json:"tool,omitempty"`
+}
+
+// Opencode narrows p to opencode's shape.
+func (p PermissionRequest) Opencode() OpencodePermission {
+	o := OpencodePermission{ID: p.ID, SessionID: p.SessionID, Permission: p.Permission,
+		Patterns: p.Patterns, Metadata: p.Metadata, Always: p.Always, Tool: p.Tool}
+	if o.Patterns == nil {
+		o.Patterns = []string{}
+	}
+	if o.Always == nil {
+		o.Always = []string{}
+	}
+	if o.Metadata == nil {
+		o.Metadata = map[string]any{}
+	}
+	return o
+}
+
+// PermissionRepliedProps is the payload of permission.replied.
+type PermissionRepliedProps struct {
+	SessionID string `json:"sessionID"`
+	RequestID string `json:"requestID"`
+	Reply     string `json:"reply"`
+}

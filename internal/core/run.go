@@ -105,3 +105,23 @@ func StatusOf(active, last *Run) SessionStatus {
 	since := active.Time.Created
 	return SessionStatus{Type: StatusBusy, RunID: active.ID, Since: since, Phase: active.Phase}
 }
+
+// OpencodeStatus is opencode's SessionStatus exactly: idle and busy carry
+// only their type, retry its attempt, message and next try. opencode's
+// routes and the session.status event use it; agentd's own routes use the
+// richer SessionStatus.
+type OpencodeStatus struct {
+	Type    string  `json:"type"`
+	Attempt *int    `json:"attempt,omitempty"`
+	Message *string `json:"message,omitempty"`
+	Next    *int64  `json:"next,omitempty"`
+}
+
+// Opencode narrows s to opencode's shape.
+func (s SessionStatus) Opencode() OpencodeStatus {
+	if s.Type != StatusRetry {
+		return OpencodeStatus{Type: s.Type}
+	}
+	attempt, msg, next := s.Attempt, s.Message, s.Next
+	return OpencodeStatus{Type: s.Type, Attempt: &attempt, Message: &msg, Next: &next}
+}

@@ -16,9 +16,20 @@ type Session struct {
 	Version   string         `json:"version"`
 	Time      SessionTime    `json:"time"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
+	// Agent and Model are the agent and model a client chose for the
+	// session (opencode's TUI sets them at creation).
+	Agent string        `json:"agent,omitempty"`
+	Model *SessionModel `json:"model,omitempty"`
 	// Permission holds the session's own rules, added to the configured
 	// ones (and grown by "always" replies).
 	Permission []Rule `json:"permission,omitempty"`
+}
+
+// SessionModel is the model of a session, in opencode's shape.
+type SessionModel struct {
+	ID         string `json:"id"`
+	ProviderID string `json:"providerID"`
+	Variant    string `json:"variant,omitempty"`
 }
 
 // SessionTime holds a session's timestamps in epoch milliseconds.
@@ -91,7 +102,8 @@ type Message struct {
 	Error      *Error
 
 	// RunID ties the message to the run that created or answered it. It is
-	// agentd's own field and travels as "runID".
+	// agentd's own and not part of the JSON (opencode's schema has no place
+	// for it); the store keeps it in a column of its own.
 	RunID string
 }
 
@@ -105,7 +117,6 @@ type userMessageJSON struct {
 	Agent  string   `json:"agent"`
 	Model  ModelRef `json:"model"`
 	System string   `json:"system,omitempty"`
-	RunID  string   `json:"runID,omitempty"`
 }
 
 type assistantTime struct {
@@ -128,12 +139,11 @@ type assistantMessageJSON struct {
 	ModelID    string        `json:"modelID"`
 	ProviderID string        `json:"providerID"`
 	Mode       string        `json:"mode"`
-	Agent      string        `json:"agent,omitempty"`
+	Agent      string        `json:"agent"`
 	Path       assistantPath `json:"path"`
 	Cost       float64       `json:"cost"`
 	Tokens     Tokens        `json:"tokens"`
 	Finish     string        `json:"finish,omitempty"`
-	RunID      string        `json:"runID,omitempty"`
 }
 
 // MarshalJSON encodes m in opencode's UserMessage or AssistantMessage shape.
@@ -142,7 +152,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		var u userMessageJSON
 		u.ID, u.SessionID, u.Role = m.ID, m.SessionID, m.Role
 		u.Time.Created = m.Created
-		u.Agent, u.Model, u.System, u.RunID = m.Agent, m.Model, m.System, m.RunID
+		u.Agent, u.Model, u.System = m.Agent, m.Model, m.System
 		return json.Marshal(u)
 	}
 	a := assistantMessageJSON{
@@ -151,7 +161,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		Error:    m.Error,
 		ParentID: m.ParentID, ModelID: m.ModelID, ProviderID: m.ProviderID,
 		Mode: m.Mode, Agent: m.Agent, Path: assistantPath{CWD: m.CWD, Root: m.Root},
-		Cost: m.Cost, Tokens: m.Tokens, Finish: m.Finish, RunID: m.RunID,
+		Cost: m.Cost, Tokens: m.Tokens, Finish: m.Finish,
 	}
 	return json.Marshal(a)
 }
@@ -170,7 +180,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 			return err
 		}
 		*m = Message{ID: u.ID, SessionID: u.SessionID, Role: u.Role, Created: u.Time.Created,
-			Agent: u.Agent, Model: u.Model, System: u.System, RunID: u.RunID}
+			Agent: u.Agent, Model: u.Model, System: u.System}
 		return nil
 	}
 	var a assistantMessageJSON
@@ -180,7 +190,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	*m = Message{ID: a.ID, SessionID: a.SessionID, Role: a.Role, Created: a.Time.Created,
 		Completed: a.Time.Completed, Error: a.Error, ParentID: a.ParentID, ModelID: a.ModelID,
 		ProviderID: a.ProviderID, Mode: a.Mode, Agent: a.Agent, CWD: a.Path.CWD, Root: a.Path.Root,
-		Cost: a.Cost, Tokens: a.Tokens, Finish: a.Finish, RunID: a.RunID}
+		Cost: a.Cost, Tokens: a.Tokens, Finish: a.Finish}
 	return nil
 }
 

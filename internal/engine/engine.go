@@ -414,6 +414,22 @@ func (e *Engine) Abort(ctx context.Context, sessionID string) (bool, error) {
 	return true, nil
 }
 
+// AbortRun ends one run of the session interrupted/aborted, whether it
+// executes or waits in the queue. It is a no-op for a run that has ended.
+func (e *Engine) AbortRun(ctx context.Context, sessionID, runID string) error {
+	run, err := e.st.Run(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if run.SessionID != sessionID {
+		return store.ErrNotFound
+	}
+	if core.TerminalState(run.State) {
+		return nil
+	}
+	return e.abortRun(ctx, runID, core.ReasonAborted)
+}
+
 // abortRun ends one run interrupted with the given reason. A run executing
 // here is cancelled and awaited; a queued one is ended directly.
 func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
@@ -422,7 +438,13 @@ func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
 	for {
 		e.mu.Lock()
 		h := e.handles[runID]
+		closing := e.closing
 		e.mu.Unlock()
+		if h == nil && closing {
+			// Runs stopped by the shutdown stay non-terminal; the next
+			// start resumes them.
+			return ErrClosed
+		}
 		if h != nil {
 			h.cancel(&abortCause{reason: reason})
 			select {
@@ -444,6 +466,7 @@ func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
 		select {
 		case <-changed:
 		case <-time.After(10 * time.Millisecond):
+		case <-e.baseCtx.Done():
 		case <-deadline.C:
 			return fmt.Errorf("abort run %s: could not reach the run", runID)
 		case <-ctx.Done():

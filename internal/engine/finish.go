@@ -57,7 +57,7 @@ func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done b
 		}
 		done = true
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: reason,
-			err: core.NewError("MessageAbortedError", "The operation was aborted.")}, nil)
+			err: core.AbortedError("The operation was aborted.")}, nil)
 	})
 	if err == nil && done {
 		e.runEnded(runID)
@@ -151,10 +151,14 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 	if err != nil {
 		return err
 	}
+	if o.err != nil {
+		// opencode's clients show a run's failure (and abort) from
+		// session.error.
+		w.event(run.SessionID, core.EventSessionError, core.ErrorEventProps{SessionID: run.SessionID, Error: o.err})
+	}
 	if len(rest) == 0 {
 		w.status(run.SessionID, core.StatusOf(nil, &run))
-		w.event(run.SessionID, core.EventSessionIdle, core.IdleEventProps{SessionID: run.SessionID, RunID: run.ID,
-			Outcome: o.state, Reason: o.reason, Error: o.err})
+		w.event(run.SessionID, core.EventSessionIdle, core.IdleEventProps{SessionID: run.SessionID})
 	} else {
 		// The next queued run takes over: the session stays busy, with a
 		// new run id.
@@ -268,7 +272,7 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 			info := m.Info
 			info.Completed = now
 			info.Finish = "error"
-			info.Error = core.NewError("MessageInterruptedError", "cut off by server restart")
+			info.Error = core.AbortedError("cut off by a server restart")
 			w.message(info)
 		}
 	}
@@ -278,10 +282,10 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 	switch {
 	case !e.cfg.Resume:
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: core.ReasonServerRestart,
-			err: core.NewError("MessageAbortedError", "run interrupted by server restart")}, nil)
+			err: core.AbortedError("run interrupted by server restart")}, nil)
 	case run.Resumes >= e.cfg.MaxResumes:
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
-			err: core.NewError("UnknownError", "run was resumed too often without completing a step")}, nil)
+			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil)
 	}
 	if len(waiting) > 0 {
 		run.State, run.Phase = core.RunRunning, core.PhaseWaitingPermission

@@ -124,7 +124,7 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 		}
 		run.Phase = core.PhaseWaitingPermission
 		w := writer{ctx: ctx, tx: tx}
-		w.event(p.SessionID, core.EventPermissionAsked, req)
+		w.event(p.SessionID, core.EventPermissionAsked, req.Opencode())
 		w.run(run)
 		w.status(run.SessionID, core.StatusOf(&run, nil))
 		if w.err == nil {
@@ -179,7 +179,7 @@ func (e *Engine) Reply(ctx context.Context, id, reply, message string) error {
 			return err
 		}
 		w := writer{ctx: ctx, tx: tx}
-		w.event(req.SessionID, core.EventPermissionReplied, map[string]any{"sessionID": req.SessionID, "requestID": req.ID, "reply": reply})
+		w.event(req.SessionID, core.EventPermissionReplied, core.PermissionRepliedProps{SessionID: req.SessionID, RequestID: req.ID, Reply: reply})
 		if reply == core.ReplyAlways {
 			sess, err := tx.Session(ctx, req.SessionID)
 			if err != nil {
@@ -189,10 +189,7 @@ func (e *Engine) Reply(ctx context.Context, id, reply, message string) error {
 				sess.Permission = append(sess.Permission, core.Rule{Permission: req.Permission, Pattern: pat, Action: core.ActionAllow})
 			}
 			sess.Time.Updated = e.now()
-			if err := tx.UpdateSession(ctx, sess); err != nil {
-				return err
-			}
-			w.event(sess.ID, core.EventSessionUpdated, infoProps{sess})
+			w.session(sess)
 		}
 		run, err := tx.Run(ctx, req.RunID)
 		if err == nil && !core.TerminalState(run.State) && run.Phase == core.PhaseWaitingPermission {
@@ -229,7 +226,7 @@ func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run,
 		if err := tx.PutPermission(ctx, q); err != nil {
 			return err
 		}
-		w.event(q.SessionID, core.EventPermissionReplied, map[string]any{"sessionID": q.SessionID, "requestID": q.ID, "reply": core.ReplyReject})
+		w.event(q.SessionID, core.EventPermissionReplied, core.PermissionRepliedProps{SessionID: q.SessionID, RequestID: q.ID, Reply: core.ReplyReject})
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
@@ -165,32 +166,28 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 			return err
 		}
 		w := writer{ctx: ctx, tx: tx}
-		w.event(sessionID, core.EventMessageUpdated, infoProps{msg})
+		w.messageEvent(msg)
 		for _, ip := range in.Parts {
 			p := core.Part{ID: ip.ID, SessionID: sessionID, MessageID: msg.ID, Type: ip.Type,
 				Text: ip.Text, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
 			if p.ID == "" {
 				p.ID = core.NewID(core.PrefixPart, false)
 			}
-			if p.Type == core.PartText {
-				p.Time = core.PartTime{Start: now, End: now}
-			}
+			// User text parts carry no time, as opencode's: clients such as
+			// opencode run print every text part that has ended.
 			w.part(p)
 		}
 		if newRun != nil {
 			if err := tx.InsertRun(ctx, *newRun); err != nil {
 				return err
 			}
-			w.event(sessionID, core.EventRunUpdated, runProps{*newRun})
+			w.runEvent(*newRun)
 			if len(active) == 0 {
 				w.status(sessionID, core.StatusOf(newRun, nil))
 			}
 		}
 		sess.Time.Updated = now
-		if err := tx.UpdateSession(ctx, sess); err != nil {
-			return err
-		}
-		w.event(sessionID, core.EventSessionUpdated, infoProps{sess})
+		w.session(sess)
 		return w.err
 	})
 	if err != nil {
@@ -222,26 +219,6 @@ type writer struct {
 	err error
 }
 
-type infoProps struct {
-	Info any `json:"info"`
-}
-
-type partProps struct {
-	Part core.Part `json:"part"`
-}
-
-type runProps struct {
-	Run core.Run `json:"run"`
-}
-
-type deltaProps struct {
-	SessionID string `json:"sessionID"`
-	MessageID string `json:"messageID"`
-	PartID    string `json:"partID"`
-	Field     string `json:"field"`
-	Delta     string `json:"delta"`
-}
-
 func (w *writer) event(sessionID, typ string, props any) {
 	if w.err != nil {
 		return
@@ -259,7 +236,7 @@ func (w *writer) part(p core.Part) {
 		return
 	}
 	if w.err = w.tx.PutPart(w.ctx, p); w.err == nil {
-		w.event(p.SessionID, core.EventPartUpdated, partProps{p})
+		w.event(p.SessionID, core.EventPartUpdated, core.PartProps{SessionID: p.SessionID, Part: p, Time: time.Now().UnixMilli()})
 	}
 }
 
@@ -268,7 +245,20 @@ func (w *writer) message(m core.Message) {
 		return
 	}
 	if w.err = w.tx.PutMessage(w.ctx, m); w.err == nil {
-		w.event(m.SessionID, core.EventMessageUpdated, infoProps{m})
+		w.messageEvent(m)
+	}
+}
+
+func (w *writer) messageEvent(m core.Message) {
+	w.event(m.SessionID, core.EventMessageUpdated, core.MessageProps{SessionID: m.SessionID, Info: m})
+}
+
+func (w *writer) session(s core.Session) {
+	if w.err != nil {
+		return
+	}
+	if w.err = w.tx.UpdateSession(w.ctx, s); w.err == nil {
+		w.event(s.ID, core.EventSessionUpdated, core.SessionProps{SessionID: s.ID, Info: s})
 	}
 }
 
@@ -277,10 +267,15 @@ func (w *writer) run(r core.Run) {
 		return
 	}
 	if w.err = w.tx.UpdateRun(w.ctx, r); w.err == nil {
-		w.event(r.SessionID, core.EventRunUpdated, runProps{r})
+		w.runEvent(r)
 	}
 }
 
+func (w *writer) runEvent(r core.Run) {
+	w.event(r.SessionID, core.EventRunUpdated, core.RunProps{Run: r})
+}
+
+// status publishes session.status in opencode's strict shape.
 func (w *writer) status(sessionID string, st core.SessionStatus) {
-	w.event(sessionID, core.EventSessionStatus, core.StatusEventProps{SessionID: sessionID, Status: st})
+	w.event(sessionID, core.EventSessionStatus, core.StatusEventProps{SessionID: sessionID, Status: st.Opencode()})
 }

@@ -92,7 +92,7 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 	}
 	provider, modelName, err := e.models.Resolve(r.run.Model)
 	if err != nil {
-		return outcome{state: core.RunFailed, reason: core.ReasonProviderError, err: core.NewError("ProviderModelNotFoundError", err.Error())}, true
+		return outcome{state: core.RunFailed, reason: core.ReasonProviderError, err: core.UnknownError(core.RefModelNotFound, err.Error())}, true
 	}
 	// A step cut off while its tool calls waited for permission continues
 	// with those calls, not with a new model call.
@@ -110,7 +110,7 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 	for {
 		if r.run.Steps >= e.cfg.MaxSteps {
 			return outcome{state: core.RunFailed, reason: core.ReasonMaxSteps,
-				err: core.NewError("MaxStepsError", fmt.Sprintf("run stopped after %d steps", e.cfg.MaxSteps))}, true
+				err: core.UnknownError(core.RefMaxSteps, fmt.Sprintf("run stopped after %d steps", e.cfg.MaxSteps))}, true
 		}
 		history, parentID, err := r.history(ctx)
 		if err != nil {
@@ -150,7 +150,7 @@ func (r *runner) cancelled(ctx context.Context, err error) (outcome, bool) {
 	var ab *abortCause
 	if errors.As(cause, &ab) {
 		return outcome{state: core.RunInterrupted, reason: ab.reason,
-			err: core.NewError("MessageAbortedError", "The operation was aborted.")}, true
+			err: core.AbortedError("The operation was aborted.")}, true
 	}
 	if errors.Is(cause, errShutdown) {
 		return outcome{}, false
@@ -162,7 +162,7 @@ func (r *runner) cancelled(ctx context.Context, err error) (outcome, bool) {
 		err = errors.New("run stopped without a cause")
 	}
 	r.e.log.Error("run failed", "run", r.run.ID, "err", err)
-	return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.NewError("UnknownError", err.Error())}, true
+	return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, err.Error())}, true
 }
 
 // begin marks the run running.
@@ -242,7 +242,7 @@ func (r *runner) convert(msgs []core.MessageWithParts, out []llm.Message) ([]llm
 		}
 		// An assistant message whose stream broke and was retried is shown
 		// to people but not replayed to the model.
-		if m.Info.Error != nil && m.Info.Error.Name == "StreamRetriedError" {
+		if m.Info.Error.Ref() == core.RefStreamRetried {
 			continue
 		}
 		var asst, results []llm.Content
@@ -384,7 +384,7 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 		if r.step.streamed {
 			// Output had started: keep it visible, marked, and answer
 			// afresh in a new message so no text is silently duplicated.
-			if err := r.endStep(ctx, core.NewError("StreamRetriedError", "stream broke after output started; the step was retried: "+apiErr.Message)); err != nil {
+			if err := r.endStep(ctx, core.UnknownError(core.RefStreamRetried, "stream broke after output started; the step was retried: "+apiErr.Message)); err != nil {
 				return outcome{}, true
 			}
 			if err := r.startStep(ctx, r.step.msg.ParentID); err != nil {
@@ -400,7 +400,7 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 // apiError converts a provider error into opencode's error shape.
 func apiError(a *llm.APIError, providerID string) *core.Error {
 	if a.Auth {
-		return &core.Error{Name: "ProviderAuthError", Data: core.ErrorData{Message: a.Message, Extra: map[string]any{"providerID": providerID}}}
+		return &core.Error{Name: core.ErrNameProviderAuth, Data: core.ErrorData{Message: a.Message, Extra: map[string]any{"providerID": providerID}}}
 	}
 	extra := map[string]any{"isRetryable": a.Retryable}
 	if a.StatusCode != 0 {
@@ -412,7 +412,7 @@ func apiError(a *llm.APIError, providerID string) *core.Error {
 	if a.Body != "" {
 		extra["responseBody"] = a.Body
 	}
-	return &core.Error{Name: "APIError", Data: core.ErrorData{Message: a.Message, Extra: extra}}
+	return &core.Error{Name: core.ErrNameAPI, Data: core.ErrorData{Message: a.Message, Extra: extra}}
 }
 
 // waitRetry records the retry status, waits, and returns to busy.
@@ -501,7 +501,7 @@ func (r *runner) delta(ctx context.Context, kind, text string) error {
 	}
 	p := *pp
 	p.Text += text
-	r.e.hub.PublishLive(core.MustEvent(p.SessionID, core.EventPartDelta, deltaProps{
+	r.e.hub.PublishLive(core.MustEvent(p.SessionID, core.EventPartDelta, core.DeltaProps{
 		SessionID: p.SessionID, MessageID: p.MessageID, PartID: p.ID, Field: "text", Delta: text}))
 	if created || time.Since(s.lastFlush) >= r.e.cfg.FlushInterval {
 		return r.flushParts(ctx, false)
@@ -641,7 +641,7 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 				res = tool.Errorf("internal error: " + err.Error())
 				p.State = toolEnd(p.State, res, e.now())
 				_ = r.putPart(ctx, *p)
-				return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.NewError("UnknownError", fmt.Sprintf("tool %s: %v", p.Tool, err))}, true
+				return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, fmt.Sprintf("tool %s: %v", p.Tool, err))}, true
 			}
 		}
 		p.State = toolEnd(p.State, res, e.now())

@@ -19,6 +19,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
@@ -43,6 +44,9 @@ type Hub struct {
 
 	subMu sync.Mutex
 	subs  map[*Subscription]struct{}
+	// sent is closed (and replaced) whenever a stream has sent more of
+	// the log; WaitDelivered waits on it.
+	sent chan struct{}
 
 	dropped atomic.Int64
 }
@@ -57,6 +61,7 @@ func NewHub(st store.Reader, lastSeq int64, ringSize int) *Hub {
 		st: st, start: lastSeq + 1, head: lastSeq, size: ringSize,
 		changed: make(chan struct{}),
 		subs:    make(map[*Subscription]struct{}),
+		sent:    make(chan struct{}),
 	}
 }
 
@@ -151,16 +156,65 @@ type Subscription struct {
 	sessionID string
 	ch        chan core.Event
 	once      sync.Once
+	// delivered is the seq up to which the subscriber's stream has sent
+	// the log (-1 until it knows its position).
+	delivered atomic.Int64
 }
 
 // Subscribe registers for live-only events, of one session when sessionID
 // is set.
 func (h *Hub) Subscribe(sessionID string) *Subscription {
 	s := &Subscription{hub: h, sessionID: sessionID, ch: make(chan core.Event, liveQueue)}
+	s.delivered.Store(-1)
 	h.subMu.Lock()
 	h.subs[s] = struct{}{}
 	h.subMu.Unlock()
 	return s
+}
+
+// Delivered records that the subscriber's stream has sent (or had nothing
+// to send) everything up to seq.
+func (s *Subscription) Delivered(seq int64) {
+	if s.delivered.Load() >= seq {
+		return
+	}
+	s.delivered.Store(seq)
+	h := s.hub
+	h.subMu.Lock()
+	ch := h.sent
+	h.sent = make(chan struct{})
+	h.subMu.Unlock()
+	close(ch)
+}
+
+// WaitDelivered waits until every positioned stream has sent the log up to
+// seq, for at most max (a slow stream does not hold a caller longer), or
+// until ctx ends.
+func (h *Hub) WaitDelivered(ctx context.Context, seq int64, max time.Duration) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	for {
+		h.subMu.Lock()
+		behind := false
+		for s := range h.subs {
+			if d := s.delivered.Load(); d >= 0 && d < seq {
+				behind = true
+				break
+			}
+		}
+		ch := h.sent
+		h.subMu.Unlock()
+		if !behind {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // Live is the channel of live-only events.

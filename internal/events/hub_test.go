@@ -37,7 +37,7 @@ func mkEvents(from, to int64) []core.Event {
 	var out []core.Event
 	for s := from; s <= to; s++ {
 		ev := core.MustEvent(fmt.Sprintf("ses_%d", s%3), "test", s)
-		ev.Seq, ev.ID = s, core.SeqID(s)
+		ev.Seq, ev.ID = s, core.DurableEventID(s)
 		out = append(out, ev)
 	}
 	return out

@@ -122,6 +122,7 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 		if head > cursor {
 			continue
 		}
+		sub.Delivered(cursor)
 		select {
 		case <-ctx.Done():
 			return nil

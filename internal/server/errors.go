@@ -22,7 +22,8 @@ type apiError struct {
 func (e *apiError) Error() string { return e.msg }
 
 func badRequest(format string, args ...any) *apiError {
-	return &apiError{http.StatusBadRequest, "BadRequestError", fmt.Sprintf(format, args...)}
+	// opencode answers bad requests with the name "BadRequest".
+	return &apiError{http.StatusBadRequest, "BadRequest", fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) *apiError {

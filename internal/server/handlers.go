@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -49,13 +50,26 @@ func queryInt(r *http.Request, name string, def, lo, hi int) (int, *apiError) {
 	return min(max(n, lo), hi), nil
 }
 
+// listSessions lists sessions, newest first, with opencode's filters:
+// directory (or the x-opencode-directory header), roots (no parent),
+// start (updated at or after, epoch ms), search (in the title) and limit.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError {
+	qv := r.URL.Query()
 	limit, e := queryInt(r, "limit", 0, 0, 10000)
 	if e != nil {
 		return e
 	}
-	q := store.SessionQuery{Limit: limit}
-	if r.URL.Query().Get("directory") != "" || r.Header.Get("x-opencode-directory") != "" {
+	start, e := queryInt(r, "start", 0, 0, math.MaxInt)
+	if e != nil {
+		return e
+	}
+	roots := qv.Get("roots") == "true"
+	search := strings.ToLower(qv.Get("search"))
+	q := store.SessionQuery{}
+	if !roots && start == 0 && search == "" {
+		q.Limit = limit
+	}
+	if qv.Get("directory") != "" || r.Header.Get("x-opencode-directory") != "" {
 		if q.Directory, e = s.directory(r); e != nil {
 			return e
 		}
@@ -64,15 +78,30 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError 
 	if err != nil {
 		return s.storeErr(err, "sessions")
 	}
-	writeList(w, list)
+	out := list[:0]
+	for _, sess := range list {
+		switch {
+		case roots && sess.ParentID != "":
+		case sess.Time.Updated < int64(start):
+		case search != "" && !strings.Contains(strings.ToLower(sess.Title), search):
+		default:
+			out = append(out, sess)
+		}
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	writeList(w, out)
 	return nil
 }
 
 type sessionInput struct {
-	ParentID   *string        `json:"parentID"`
-	Title      *string        `json:"title"`
-	Metadata   map[string]any `json:"metadata"`
-	Permission []core.Rule    `json:"permission"`
+	ParentID   *string            `json:"parentID"`
+	Title      *string            `json:"title"`
+	Metadata   map[string]any     `json:"metadata"`
+	Permission []core.Rule        `json:"permission"`
+	Agent      string             `json:"agent"`
+	Model      *core.SessionModel `json:"model"`
 }
 
 func validRules(rules []core.Rule) *apiError {
@@ -108,6 +137,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 		return e
 	}
 	sess.Permission = in.Permission
+	sess.Agent = in.Agent
+	if in.Model != nil {
+		if in.Model.ProviderID == "" || in.Model.ID == "" {
+			return badRequest("model: providerID and id are both required")
+		}
+		m := *in.Model
+		sess.Model = &m
+	}
 	if in.Title != nil {
 		if strings.TrimSpace(*in.Title) == "" {
 			return badRequest("title: must not be empty")
@@ -127,7 +164,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 		if err := tx.InsertSession(r.Context(), sess); err != nil {
 			return err
 		}
-		_, err := tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionCreated, map[string]any{"info": sess}))
+		_, err := tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionCreated, core.SessionProps{SessionID: sess.ID, Info: sess}))
 		return err
 	})
 	var ae *apiError
@@ -187,7 +224,7 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 			return err
 		}
 		out = sess
-		_, err = tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionUpdated, map[string]any{"info": sess}))
+		_, err = tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionUpdated, core.SessionProps{SessionID: sess.ID, Info: sess}))
 		return err
 	})
 	if err != nil {
@@ -210,7 +247,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) *apiError
 		if err := tx.DeleteSession(r.Context(), id); err != nil {
 			return err
 		}
-		_, err = tx.AppendEvent(r.Context(), core.MustEvent(id, core.EventSessionDeleted, map[string]any{"info": sess}))
+		_, err = tx.AppendEvent(r.Context(), core.MustEvent(id, core.EventSessionDeleted, core.SessionProps{SessionID: id, Info: sess}))
 		return err
 	})
 	if err != nil {
@@ -220,7 +257,24 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) *apiError
 	return nil
 }
 
+// listStatus is opencode's status map: sessions with a non-terminal run,
+// in opencode's strict status shape.
 func (s *Server) listStatus(w http.ResponseWriter, r *http.Request) *apiError {
+	m, err := store.ActiveStatuses(r.Context(), s.st)
+	if err != nil {
+		return s.storeErr(err, "status")
+	}
+	out := make(map[string]core.OpencodeStatus, len(m))
+	for id, st := range m {
+		out[id] = st.Opencode()
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// listActive is agentd's status map: the same sessions with the full
+// status (run id, since, phase).
+func (s *Server) listActive(w http.ResponseWriter, r *http.Request) *apiError {
 	m, err := store.ActiveStatuses(r.Context(), s.st)
 	if err != nil {
 		return s.storeErr(err, "status")
@@ -350,6 +404,15 @@ func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
 	return adm, nil
 }
 
+// prompt admits a prompt and answers when its run has ended: with the
+// run's last assistant message when it succeeded or was interrupted, and
+// with the run's error (502 for a provider's, 500 otherwise) when it
+// failed, so that a client that only looks at the status code (opencode
+// run) does not report a failure as a success. A client that goes away
+// before the end aborts the run it started: the request owns it.
+// Before answering, every open event stream is given a moment to send
+// the run's last events, so a client that also follows /event sees them
+// before the answer.
 func (s *Server) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 	adm, e := s.admit(r)
 	if e != nil {
@@ -364,8 +427,26 @@ func (s *Server) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 		writeJSON(w, http.StatusOK, m)
 		return nil
 	}
-	if _, err := s.eng.WaitRun(r.Context(), adm.RunID); err != nil {
+	run, err := s.eng.WaitRun(r.Context(), adm.RunID)
+	if err != nil {
+		if r.Context().Err() != nil && !adm.Steered && !adm.Duplicate {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+			defer cancel()
+			if err := s.eng.AbortRun(ctx, id, adm.RunID); err != nil {
+				s.log.Warn("abort run of a prompt whose client went away", "run", adm.RunID, "err", err)
+			}
+		}
 		return s.storeErr(err, "run "+adm.RunID)
+	}
+	head, _ := s.hub.Head()
+	s.hub.WaitDelivered(r.Context(), head, deliveryGrace)
+	if run.State == core.RunFailed && run.Error != nil {
+		status := http.StatusInternalServerError
+		if run.Error.Name == core.ErrNameAPI || run.Error.Name == core.ErrNameProviderAuth {
+			status = http.StatusBadGateway
+		}
+		writeJSON(w, status, run.Error)
+		return nil
 	}
 	m, err := s.lastAssistant(r.Context(), id, adm.RunID)
 	if err != nil {
@@ -374,6 +455,10 @@ func (s *Server) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 	writeJSON(w, http.StatusOK, m)
 	return nil
 }
+
+// deliveryGrace bounds how long a blocking prompt waits for event streams
+// to send the run's last events; a slow stream does not hold it longer.
+const deliveryGrace = 250 * time.Millisecond
 
 // lastAssistant returns the run's last assistant message with its parts.
 func (s *Server) lastAssistant(ctx context.Context, sessionID, runID string) (core.MessageWithParts, error) {
@@ -449,10 +534,12 @@ func (s *Server) sessionEventStream(w http.ResponseWriter, r *http.Request) *api
 	return s.stream(w, r, r.PathValue("id"), nil)
 }
 
+// globalEventStream wraps each event with the directory of its session,
+// which opencode's clients use to route it.
 func (s *Server) globalEventStream(w http.ResponseWriter, r *http.Request) *apiError {
-	dir := s.cfg.Directory
+	ctx := r.Context()
 	return s.stream(w, r, "", func(ev core.Event) any {
-		return map[string]any{"directory": dir, "payload": ev}
+		return map[string]any{"directory": s.sessionDir(ctx, ev.SessionID), "payload": ev}
 	})
 }
 
@@ -461,7 +548,11 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) *apiErr
 	if err != nil {
 		return s.storeErr(err, "permissions")
 	}
-	writeList(w, list)
+	out := make([]core.OpencodePermission, len(list))
+	for i, p := range list {
+		out[i] = p.Opencode()
+	}
+	writeList(w, out)
 	return nil
 }
 

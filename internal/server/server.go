@@ -30,6 +30,9 @@ type Config struct {
 	// Heartbeat is the SSE heartbeat interval; default 10 s.
 	Heartbeat time.Duration
 	Logger    *slog.Logger
+	// Catalog and Paths feed opencode's discovery routes.
+	Catalog Catalog
+	Paths   Paths
 }
 
 // Server serves the API.
@@ -40,8 +43,10 @@ type Server struct {
 	hub *events.Hub
 	log *slog.Logger
 
-	routes []route
-	mux    *http.ServeMux
+	routes  []route
+	mux     *http.ServeMux
+	started time.Time
+	dirs    dirCache
 }
 
 // route is one method on one path; the table drives both the mux and the
@@ -62,14 +67,15 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, st: st, eng: eng, hub: hub, log: cfg.Logger.With("component", "http")}
+	s := &Server{cfg: cfg, st: st, eng: eng, hub: hub, log: cfg.Logger.With("component", "http"), started: time.Now()}
 	s.routes = []route{
 		{"GET", "/global/health", "Report that the server is up, with its version.", false, s.health},
 		{"GET", "/event", "Stream events (SSE); replay with Last-Event-ID or ?after=.", false, s.eventStream},
 		{"GET", "/global/event", "Stream events wrapped with their directory (SSE).", false, s.globalEventStream},
 		{"GET", "/session", "List sessions, most recently updated first.", false, s.listSessions},
 		{"POST", "/session", "Create a session.", false, s.createSession},
-		{"GET", "/session/status", "Statuses of sessions that have a non-terminal run.", false, s.listStatus},
+		{"GET", "/session/status", "Statuses of sessions that have a non-terminal run (opencode's shape).", false, s.listStatus},
+		{"GET", "/session/active", "Full statuses (run, phase, since) of sessions that have a non-terminal run.", true, s.listActive},
 		{"GET", "/session/{id}", "Get a session.", false, s.getSession},
 		{"PATCH", "/session/{id}", "Update a session's title or metadata.", false, s.updateSession},
 		{"DELETE", "/session/{id}", "Delete a session, aborting its runs.", false, s.deleteSession},
@@ -86,6 +92,35 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/permission", "Pending permission requests.", false, s.listPermissions},
 		{"POST", "/permission/{requestID}/reply", "Answer a permission request: once, always or reject.", false, s.replyPermission},
 		{"POST", "/session/{id}/permissions/{permissionID}", "Answer a permission request (opencode v1 route).", false, s.replyPermissionV1},
+		{"GET", "/session/{id}/children", "List a session's child sessions.", false, s.listChildren},
+		{"GET", "/session/{id}/todo", "A session's todo list (always empty: agentd has no todo tool yet).", false, s.perSession},
+		{"GET", "/session/{id}/diff", "Files a session changed (always empty: agentd keeps no file snapshots).", false, s.perSession},
+		{"GET", "/config", "The configuration in opencode's shape, without secrets.", false, s.getConfig},
+		{"GET", "/config/providers", "Configured providers with their models, and the default model of each.", false, s.configProviders},
+		{"GET", "/provider", "Providers: all, connected, and the default model of each.", false, s.listProviders},
+		{"GET", "/agent", "Agents a prompt may name.", false, s.listAgents},
+		{"GET", "/path", "The server's home, state and config directories and the request's worktree.", false, s.getPath},
+		{"GET", "/project/current", "The project of the request's directory.", false, s.currentProject},
+		{"GET", "/project/{projectID}/directories", "Extra directories of a project (none).", false, fixed([]struct{}{})},
+		{"GET", "/vcs", "The git branch of the request's directory.", false, s.getVCS},
+		{"GET", "/command", "Custom commands (none yet).", false, fixed([]struct{}{})},
+		{"GET", "/lsp", "Language servers (agentd runs none).", false, fixed([]struct{}{})},
+		{"GET", "/formatter", "Formatters (agentd runs none).", false, fixed([]struct{}{})},
+		{"GET", "/mcp", "MCP servers (none yet).", false, fixed(struct{}{})},
+		{"GET", "/provider/auth", "Provider login methods (none: keys come from the configuration).", false, fixed(struct{}{})},
+		{"GET", "/experimental/capabilities", "Optional capabilities of the server.", false, fixed(map[string]bool{"backgroundSubagents": false})},
+		{"GET", "/experimental/console", "opencode console state (not used by agentd).", false, fixed(map[string]any{"consoleManagedProviders": []string{}, "switchableOrgCount": 0})},
+		{"GET", "/experimental/resource", "MCP resources (none).", false, fixed(struct{}{})},
+		{"GET", "/experimental/workspace", "Workspaces (none).", false, fixed([]struct{}{})},
+		{"GET", "/experimental/workspace/status", "Workspace connections (none).", false, fixed([]struct{}{})},
+		{"GET", "/api/location", "The request's location (opencode's next API).", false, s.apiLocation(false)},
+		{"GET", "/api/agent", "opencode's next API: no items.", false, s.apiLocation(true)},
+		{"GET", "/api/model", "opencode's next API: no items.", false, s.apiLocation(true)},
+		{"GET", "/api/provider", "opencode's next API: no items.", false, s.apiLocation(true)},
+		{"GET", "/api/integration", "opencode's next API: no items.", false, s.apiLocation(true)},
+		{"GET", "/api/reference", "opencode's next API: no items.", false, s.apiLocation(true)},
+		{"GET", "/api/command", "opencode's next API: no items.", false, s.apiLocation(true)},
+		{"GET", "/api/skill", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
 	}
 	s.mux = http.NewServeMux()

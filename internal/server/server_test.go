@@ -108,40 +108,40 @@ func TestBadInput(t *testing.T) {
 		status                   int
 		errName, msgHas          string
 	}{
-		{"malformed json", "POST", "/session", `{"title":`, nil, 400, "BadRequestError", "malformed JSON"},
-		{"wrong type", "POST", "/session", `{"title":5}`, nil, 400, "BadRequestError", "field title"},
-		{"trailing data", "POST", "/session", `{} {}`, nil, 400, "BadRequestError", "trailing"},
-		{"relative directory", "POST", "/session?directory=rel/dir", ``, nil, 400, "BadRequestError", "absolute"},
-		{"unknown parent", "POST", "/session", `{"parentID":"ses_nope"}`, nil, 400, "BadRequestError", "parentID"},
+		{"malformed json", "POST", "/session", `{"title":`, nil, 400, "BadRequest", "malformed JSON"},
+		{"wrong type", "POST", "/session", `{"title":5}`, nil, 400, "BadRequest", "field title"},
+		{"trailing data", "POST", "/session", `{} {}`, nil, 400, "BadRequest", "trailing"},
+		{"relative directory", "POST", "/session?directory=rel/dir", ``, nil, 400, "BadRequest", "absolute"},
+		{"unknown parent", "POST", "/session", `{"parentID":"ses_nope"}`, nil, 400, "BadRequest", "parentID"},
 		{"too large", "POST", "/session", big, nil, 413, "PayloadTooLargeError", ""},
-		{"empty title", "PATCH", "/session/" + sid, `{"title":"  "}`, nil, 400, "BadRequestError", "title"},
+		{"empty title", "PATCH", "/session/" + sid, `{"title":"  "}`, nil, 400, "BadRequest", "title"},
 		{"patch unknown", "PATCH", "/session/ses_nope", `{"title":"x"}`, nil, 404, "NotFoundError", ""},
 		{"get unknown", "GET", "/session/ses_nope", ``, nil, 404, "NotFoundError", ""},
 		{"delete unknown", "DELETE", "/session/ses_nope", ``, nil, 404, "NotFoundError", ""},
 		{"status unknown", "GET", "/session/ses_nope/status", ``, nil, 404, "NotFoundError", ""},
 		{"messages unknown", "GET", "/session/ses_nope/message", ``, nil, 404, "NotFoundError", ""},
 		{"message unknown", "GET", "/session/" + sid + "/message/msg_nope", ``, nil, 404, "NotFoundError", ""},
-		{"bad limit", "GET", "/session?limit=abc", ``, nil, 400, "BadRequestError", "limit"},
+		{"bad limit", "GET", "/session?limit=abc", ``, nil, 400, "BadRequest", "limit"},
 		{"prompt unknown session", "POST", "/session/ses_nope/message", `{"parts":[{"type":"text","text":"hi"}]}`, nil, 404, "NotFoundError", ""},
-		{"prompt no parts", "POST", "/session/" + sid + "/message", `{"parts":[]}`, nil, 400, "BadRequestError", "parts"},
-		{"prompt no body", "POST", "/session/" + sid + "/prompt_async", ``, nil, 400, "BadRequestError", "required"},
-		{"prompt parts wrong type", "POST", "/session/" + sid + "/prompt_async", `{"parts":"hi"}`, nil, 400, "BadRequestError", "field parts"},
-		{"prompt bad part type", "POST", "/session/" + sid + "/prompt_async", `{"parts":[{"type":"video"}]}`, nil, 400, "BadRequestError", "parts[0].type"},
-		{"prompt bad policy", "POST", "/session/" + sid + "/prompt_async", `{"parts":[{"type":"text","text":"x"}],"busy":"maybe"}`, nil, 400, "BadRequestError", "busy policy"},
-		{"prompt bad message id", "POST", "/session/" + sid + "/prompt_async", `{"messageID":"nope","parts":[{"type":"text","text":"x"}]}`, nil, 400, "BadRequestError", "messageID"},
-		{"prompt unknown model", "POST", "/session/" + sid + "/prompt_async", `{"model":{"providerID":"x","modelID":"y"},"parts":[{"type":"text","text":"x"}]}`, nil, 400, "BadRequestError", "model"},
+		{"prompt no parts", "POST", "/session/" + sid + "/message", `{"parts":[]}`, nil, 400, "BadRequest", "parts"},
+		{"prompt no body", "POST", "/session/" + sid + "/prompt_async", ``, nil, 400, "BadRequest", "required"},
+		{"prompt parts wrong type", "POST", "/session/" + sid + "/prompt_async", `{"parts":"hi"}`, nil, 400, "BadRequest", "field parts"},
+		{"prompt bad part type", "POST", "/session/" + sid + "/prompt_async", `{"parts":[{"type":"video"}]}`, nil, 400, "BadRequest", "parts[0].type"},
+		{"prompt bad policy", "POST", "/session/" + sid + "/prompt_async", `{"parts":[{"type":"text","text":"x"}],"busy":"maybe"}`, nil, 400, "BadRequest", "busy policy"},
+		{"prompt bad message id", "POST", "/session/" + sid + "/prompt_async", `{"messageID":"nope","parts":[{"type":"text","text":"x"}]}`, nil, 400, "BadRequest", "messageID"},
+		{"prompt unknown model", "POST", "/session/" + sid + "/prompt_async", `{"model":{"providerID":"x","modelID":"y"},"parts":[{"type":"text","text":"x"}]}`, nil, 400, "BadRequest", "model"},
 		{"abort unknown", "POST", "/session/ses_nope/abort", ``, nil, 404, "NotFoundError", ""},
-		{"wait bad timeout", "POST", "/session/" + sid + "/wait?timeout=soon", ``, nil, 400, "BadRequestError", "timeout"},
+		{"wait bad timeout", "POST", "/session/" + sid + "/wait?timeout=soon", ``, nil, 400, "BadRequest", "timeout"},
 		{"run unknown", "GET", "/session/" + sid + "/run/run_nope", ``, nil, 404, "NotFoundError", ""},
-		{"events bad cursor", "GET", "/event?after=-3", ``, nil, 400, "BadRequestError", "after"},
-		{"events bad last-event-id", "GET", "/event", ``, map[string]string{"Last-Event-ID": "abc"}, 400, "BadRequestError", "Last-Event-ID"},
+		{"events bad cursor", "GET", "/event?after=-3", ``, nil, 400, "BadRequest", "after"},
+		{"events bad last-event-id", "GET", "/event", ``, map[string]string{"Last-Event-ID": "abc"}, 400, "BadRequest", "Last-Event-ID"},
 		{"session events unknown", "GET", "/session/ses_nope/event", ``, nil, 404, "NotFoundError", ""},
 		{"wrong method", "DELETE", "/global/health", ``, nil, 405, "MethodNotAllowedError", ""},
 		{"wrong method 2", "PUT", "/session", `{}`, nil, 405, "MethodNotAllowedError", ""},
 		{"no route", "GET", "/nope", ``, nil, 404, "NotFoundError", ""},
 		{"reply unknown permission", "POST", "/permission/per_nope/reply", `{"reply":"once"}`, nil, 404, "NotFoundError", ""},
-		{"reply bad value", "POST", "/permission/per_nope/reply", `{"reply":"maybe"}`, nil, 400, "BadRequestError", "reply"},
-		{"session bad rule", "POST", "/session", `{"permission":[{"permission":"bash","pattern":"*","action":"perhaps"}]}`, nil, 400, "BadRequestError", "action"},
+		{"reply bad value", "POST", "/permission/per_nope/reply", `{"reply":"maybe"}`, nil, 400, "BadRequest", "reply"},
+		{"session bad rule", "POST", "/session", `{"permission":[{"permission":"bash","pattern":"*","action":"perhaps"}]}`, nil, 400, "BadRequest", "action"},
 	}
 	_, before, _ := a.Store.EventBounds(t.Context())
 	for _, c := range cases {
@@ -253,10 +253,17 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	sort.Strings(ops)
 	want := []string{
-		"DELETE /session/{id}", "GET /doc", "GET /event", "GET /global/event", "GET /global/health", "GET /permission",
-		"GET /session", "GET /session/status", "GET /session/{id}", "GET /session/{id}/event",
-		"GET /session/{id}/message", "GET /session/{id}/message/{messageID}", "GET /session/{id}/run",
-		"GET /session/{id}/run/{runID}", "GET /session/{id}/status", "PATCH /session/{id}",
+		"DELETE /session/{id}", "GET /agent", "GET /api/agent", "GET /api/command", "GET /api/integration",
+		"GET /api/location", "GET /api/model", "GET /api/provider", "GET /api/reference", "GET /api/skill",
+		"GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event",
+		"GET /experimental/capabilities", "GET /experimental/console", "GET /experimental/resource",
+		"GET /experimental/workspace", "GET /experimental/workspace/status", "GET /formatter",
+		"GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /path", "GET /permission",
+		"GET /project/current", "GET /project/{projectID}/directories", "GET /provider", "GET /provider/auth",
+		"GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}", "GET /session/{id}/children",
+		"GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message",
+		"GET /session/{id}/message/{messageID}", "GET /session/{id}/run", "GET /session/{id}/run/{runID}",
+		"GET /session/{id}/status", "GET /session/{id}/todo", "GET /vcs", "PATCH /session/{id}",
 		"POST /permission/{requestID}/reply", "POST /session", "POST /session/{id}/abort", "POST /session/{id}/message",
 		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/wait",
 	}
@@ -269,7 +276,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			continue // streams; covered elsewhere
 		}
 		path = strings.NewReplacer("{id}", "ses_nope", "{messageID}", "msg_nope", "{runID}", "run_nope",
-			"{requestID}", "per_nope", "{permissionID}", "per_nope").Replace(path)
+			"{requestID}", "per_nope", "{permissionID}", "per_nope", "{projectID}", "global").Replace(path)
 		r := call(t, method, a.URL()+path, "{}", nil)
 		if r.status == 405 {
 			t.Errorf("%s: documented but answers 405", op)

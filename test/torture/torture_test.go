@@ -363,16 +363,21 @@ func verify(t *testing.T, st *sqlite.Store, acc []accepted, samples []sample, se
 		after = evs[len(evs)-1].Seq
 	}
 	resumes := 0
+	current := map[string]string{} // session → its latest run in the log
 	for i, ev := range all {
 		if ev.Seq != int64(i+1) {
 			t.Fatalf("seq hole: event %d has seq %d", i, ev.Seq)
 		}
 		switch ev.Type {
 		case core.EventRunUpdated:
-			var p struct{ Run core.Run }
+			var p core.RunProps
 			json.Unmarshal(ev.Properties, &p)
+			current[p.Run.SessionID] = p.Run.ID
 			if core.TerminalState(p.Run.State) {
 				get(p.Run.ID).terminal++
+			}
+			if p.Run.Phase == core.PhaseRecovering {
+				resumes++
 			}
 		case core.EventPartUpdated:
 			var p struct{ Part core.Part }
@@ -381,13 +386,9 @@ func verify(t *testing.T, st *sqlite.Store, acc []accepted, samples []sample, se
 				get(p.Part.RunID).idleParts++
 			}
 		case core.EventSessionIdle:
-			var p core.IdleEventProps
-			json.Unmarshal(ev.Properties, &p)
-			get(p.RunID).idleEvents++
-		case core.EventSessionStatus:
-			if strings.Contains(string(ev.Properties), `"phase":"recovering"`) {
-				resumes++
-			}
+			// session.idle carries no run id; it follows the end of the
+			// session's latest run in the same transaction.
+			get(current[ev.SessionID]).idleEvents++
 		}
 	}
 	duplicates := 0

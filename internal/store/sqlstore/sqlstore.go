@@ -95,6 +95,29 @@ func decodeRows[T any](rows *sql.Rows, what string) ([]T, error) {
 	return out, nil
 }
 
+// decodeMessages reads rows of (run_id, data): a message's run travels in
+// its own column, not in the opencode JSON.
+func decodeMessages(rows *sql.Rows) ([]core.Message, error) {
+	defer rows.Close()
+	var out []core.Message
+	for rows.Next() {
+		var runID, data string
+		if err := rows.Scan(&runID, &data); err != nil {
+			return nil, fmt.Errorf("scan messages: %w", err)
+		}
+		var m core.Message
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			return nil, fmt.Errorf("decode messages: %w", err)
+		}
+		m.RunID = runID
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list messages: %w", err)
+	}
+	return out, nil
+}
+
 func (r Reader) one(ctx context.Context, v any, what, q string, args ...any) error {
 	var data string
 	err := r.queryRow(ctx, q, args...).Scan(&data)
@@ -139,7 +162,7 @@ func (r Reader) Sessions(ctx context.Context, q store.SessionQuery) ([]core.Sess
 
 // Messages implements store.Reader.
 func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQuery) ([]core.MessageWithParts, error) {
-	sqlq := `SELECT data FROM messages WHERE session_id = ?`
+	sqlq := `SELECT run_id, data FROM messages WHERE session_id = ?`
 	args := []any{sessionID}
 	if q.Before != "" {
 		sqlq += ` AND id < ?`
@@ -162,7 +185,7 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 	if err != nil {
 		return nil, fmt.Errorf("list messages: %w", err)
 	}
-	infos, err := decodeRows[core.Message](rows, "messages")
+	infos, err := decodeMessages(rows)
 	if err != nil {
 		return nil, err
 	}
@@ -196,20 +219,29 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 
 // RunMessages implements store.Reader.
 func (r Reader) RunMessages(ctx context.Context, runID string) ([]core.Message, error) {
-	rows, err := r.query(ctx, `SELECT data FROM messages WHERE run_id = ? ORDER BY id`, runID)
+	rows, err := r.query(ctx, `SELECT run_id, data FROM messages WHERE run_id = ? ORDER BY id`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list run messages: %w", err)
 	}
-	return decodeRows[core.Message](rows, "messages")
+	return decodeMessages(rows)
 }
 
 // Message implements store.Reader.
 func (r Reader) Message(ctx context.Context, sessionID, messageID string) (core.MessageWithParts, error) {
 	var m core.MessageWithParts
-	if err := r.one(ctx, &m.Info, "message", `SELECT data FROM messages WHERE id = ? AND session_id = ?`, messageID, sessionID); err != nil {
+	rows, err := r.query(ctx, `SELECT run_id, data FROM messages WHERE id = ? AND session_id = ?`, messageID, sessionID)
+	if err != nil {
+		return m, fmt.Errorf("get message: %w", err)
+	}
+	infos, err := decodeMessages(rows)
+	if err != nil {
 		return m, err
 	}
-	rows, err := r.query(ctx, `SELECT data FROM parts WHERE message_id = ? ORDER BY id`, messageID)
+	if len(infos) == 0 {
+		return m, store.ErrNotFound
+	}
+	m.Info = infos[0]
+	rows, err = r.query(ctx, `SELECT data FROM parts WHERE message_id = ? ORDER BY id`, messageID)
 	if err != nil {
 		return m, fmt.Errorf("list parts: %w", err)
 	}
@@ -349,7 +381,7 @@ func (r Reader) Events(ctx context.Context, q store.EventQuery) ([]core.Event, e
 			return nil, fmt.Errorf("scan event: %w", err)
 		}
 		ev.Properties = json.RawMessage(data)
-		ev.ID = core.SeqID(ev.Seq)
+		ev.ID = core.DurableEventID(ev.Seq)
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
@@ -531,7 +563,7 @@ func (t *Tx) AppendEvent(ctx context.Context, ev core.Event) (int64, error) {
 		return 0, fmt.Errorf("append event %s: %w", ev.Type, err)
 	}
 	ev.Seq = seq
-	ev.ID = core.SeqID(seq)
+	ev.ID = core.DurableEventID(seq)
 	t.Appended = append(t.Appended, ev)
 	return seq, nil
 }

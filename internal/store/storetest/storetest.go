@@ -395,7 +395,7 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 		if ev.Seq != before+int64(i)+1 {
 			t.Fatalf("event %d has seq %d, want %d (dense, ordered)", i, ev.Seq, before+int64(i)+1)
 		}
-		if ev.ID != core.SeqID(ev.Seq) || ev.Time < 1e12 {
+		if ev.ID != core.DurableEventID(ev.Seq) || ev.Time < 1e12 {
 			t.Errorf("event %d: id %q time %d", i, ev.ID, ev.Time)
 		}
 	}
