@@ -481,7 +481,7 @@ func checkOneEndPerRun(t *testing.T, n *node, wantRuns int) {
 	// Runs of one session follow each other here, so the session's
 	// events belong to its latest run: opencode's events carry no run id.
 	current := map[string]string{} // session → run executing or last ended
-	assistant := map[string]bool{}  // assistant message ids
+	assistant := map[string]bool{} // assistant message ids
 	for _, ev := range n.allEvents() {
 		switch ev.Type {
 		case core.EventRunUpdated:
