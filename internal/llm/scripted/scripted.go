@@ -68,6 +68,16 @@ type ToolCall struct {
 	Input json.RawMessage
 }
 
+// unquote removes the double quotes that opencode run puts around an
+// argument holding spaces ("reply:hello world"), so that such a line is
+// still a directive.
+func unquote(line string) string {
+	if len(line) < 2 || line[0] != '"' || line[len(line)-1] != '"' {
+		return line
+	}
+	return strings.ReplaceAll(line[1:len(line)-1], `\"`, `"`)
+}
+
 // Parse reads directives from a prompt. Lines that are not directives are
 // ignored, unless there are no directives at all, in which case the prompt
 // is echoed.
@@ -75,7 +85,7 @@ func Parse(text string) (Directives, error) {
 	var d Directives
 	found := false
 	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
+		line = unquote(strings.TrimSpace(line))
 		key, val, ok := strings.Cut(line, ":")
 		if !ok {
 			continue

@@ -56,3 +56,14 @@ func TestDirectives(t *testing.T) {
 		t.Errorf("third attempt = %q, %v", text.String(), err)
 	}
 }
+
+func TestParseQuotedLine(t *testing.T) {
+	t.Parallel()
+	d, err := Parse(`"tool:bash:{\"command\":\"echo hi there\"}"` + "\n" + `"reply:hello world"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Reply != "hello world" || len(d.Tools) != 1 || string(d.Tools[0].Input) != `{"command":"echo hi there"}` {
+		t.Fatalf("directives = %+v", d)
+	}
+}

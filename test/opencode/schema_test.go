@@ -1,0 +1,209 @@
+package opencode_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// eventTypesEmitted are the event types the scenario must make agentd
+// emit. opencode's message.removed, message.part.removed,
+// session.compacted and todo.updated are not on the list: agentd has
+// nothing that emits them yet.
+var eventTypesEmitted = []string{
+	"server.connected", "server.heartbeat", "session.created", "session.updated", "session.deleted",
+	"session.status", "session.idle", "session.error", "message.updated", "message.part.updated",
+	"message.part.delta", "permission.asked", "permission.replied", "run.updated",
+}
+
+// TestSchema drives every opencode route agentd serves, and every kind of
+// run (text, reasoning, tools, a file part, retries, failure, abort,
+// permissions), through a recorder, then judges each answer and each
+// event by opencode's own OpenAPI document.
+func TestSchema(t *testing.T) {
+	n := startNode(t, `, "permission": {"bash": "ask"}`)
+	n.follow(t, "/event")
+	n.follow(t, "/global/event")
+	n.follow(t, "/event?after=0")
+
+	type session struct {
+		ID string `json:"id"`
+	}
+	var s session
+	if code := n.call(t, "POST", "/session", map[string]any{"title": "schema", "agent": "build",
+		"model": map[string]string{"providerID": "agentd", "id": "scripted"}}, &s); code != 200 {
+		t.Fatalf("create session: %d", code)
+	}
+	sp := "/session/" + s.ID
+	var child session
+	n.call(t, "POST", "/session", map[string]any{"parentID": s.ID}, &child)
+
+	prompt := func(text string, extra map[string]any) int {
+		body := map[string]any{"parts": []map[string]any{{"type": "text", "text": text}}}
+		for k, v := range extra {
+			body[k] = v
+		}
+		return n.call(t, "POST", sp+"/message", body, nil)
+	}
+	if code := prompt("reasoning:let me think\nreply:hello there", nil); code != 200 {
+		t.Fatalf("prompt: %d", code)
+	}
+	if code := prompt(`tool:read:{"filePath":"hello.txt"}`+"\n"+`tool:glob:{"pattern":"*.txt"}`, nil); code != 200 {
+		t.Fatalf("tool prompt: %d", code)
+	}
+	if code := prompt("usage:10,5,3,2\nreply:through the provider", map[string]any{
+		"model": map[string]string{"providerID": "fake", "modelID": "fake-model"}}); code != 200 {
+		t.Fatalf("provider prompt: %d", code)
+	}
+	if code := prompt("fail:503x1\nreply:after a retry", nil); code != 200 {
+		t.Fatalf("retried prompt: %d", code)
+	}
+	if code := prompt("fail:400", nil); code != http.StatusBadGateway {
+		t.Fatalf("failing prompt answered %d, want 502", code)
+	}
+	file := map[string]any{"parts": []map[string]any{
+		{"type": "text", "text": "reply:got the file"},
+		{"type": "file", "mime": "text/plain", "filename": "note.txt", "url": "data:text/plain;base64," + base64.StdEncoding.EncodeToString([]byte("note"))},
+	}}
+	n.call(t, "POST", sp+"/message", file, nil)
+
+	// A run aborted while busy; the opencode status list sees it busy.
+	if code := n.call(t, "POST", sp+"/prompt_async", map[string]any{"parts": []map[string]any{{"type": "text", "text": "sleep:30"}}}, nil); code != 204 {
+		t.Fatalf("prompt_async: %d", code)
+	}
+	waitUntil(t, "busy", func() bool {
+		var st map[string]map[string]any
+		n.call(t, "GET", "/session/status", nil, &st)
+		return st[s.ID]["type"] == "busy"
+	})
+	var aborted bool
+	n.call(t, "POST", sp+"/abort", nil, &aborted)
+	if !aborted {
+		t.Fatal("abort answered false")
+	}
+
+	// Permissions: bash asks; one answer through each route.
+	for _, route := range []string{"v2", "v1"} {
+		n.call(t, "POST", sp+"/prompt_async", map[string]any{"parts": []map[string]any{{"type": "text", "text": `tool:bash:{"command":"echo hi"}`}}}, nil)
+		var pending []struct {
+			ID string `json:"id"`
+		}
+		waitUntil(t, "a permission request", func() bool {
+			n.call(t, "GET", "/permission", nil, &pending)
+			return len(pending) > 0
+		})
+		if route == "v2" {
+			n.call(t, "POST", "/permission/"+pending[0].ID+"/reply", map[string]string{"reply": "once"}, nil)
+		} else {
+			n.call(t, "POST", sp+"/permissions/"+pending[0].ID, map[string]string{"response": "reject"}, nil)
+		}
+		waitUntil(t, "idle", func() bool {
+			var st map[string]any
+			n.call(t, "GET", "/session/status", nil, &st)
+			return st[s.ID] == nil
+		})
+	}
+
+	// Reads.
+	var msgs []struct {
+		Info struct {
+			ID string `json:"id"`
+		} `json:"info"`
+	}
+	n.call(t, "GET", sp+"/message", nil, &msgs)
+	n.call(t, "GET", sp+"/message?limit=2", nil, nil)
+	for _, m := range msgs {
+		n.call(t, "GET", sp+"/message/"+m.Info.ID, nil, nil)
+	}
+	n.call(t, "PATCH", sp, map[string]any{"title": "renamed"}, nil)
+	for _, p := range []string{
+		"/global/health", "/session", "/session?roots=true&limit=5", "/session?search=sch&start=1", sp, sp + "/children",
+		sp + "/todo", sp + "/diff", "/session/status", "/permission", "/config", "/config/providers", "/provider",
+		"/agent", "/path", "/project/current", "/project/global/directories", "/vcs", "/command", "/lsp",
+		"/formatter", "/mcp", "/provider/auth", "/experimental/capabilities", "/experimental/console",
+		"/experimental/resource", "/experimental/workspace", "/experimental/workspace/status",
+		"/api/location", "/api/agent", "/api/model", "/api/provider", "/api/integration", "/api/reference",
+		"/api/command", "/api/skill",
+	} {
+		if code := n.call(t, "GET", p, nil, nil); code != 200 {
+			t.Errorf("GET %s: %d", p, code)
+		}
+	}
+	// Errors opencode's document describes.
+	n.call(t, "GET", "/session/ses_doesnotexist", nil, nil)
+	n.call(t, "GET", "/session/ses_doesnotexist/message", nil, nil)
+	n.call(t, "POST", sp+"/message", map[string]any{"parts": 5}, nil)
+	n.call(t, "GET", "/session?limit=abc", nil, nil)
+
+	var deleted bool
+	n.call(t, "DELETE", "/session/"+child.ID, nil, &deleted)
+	if !deleted {
+		t.Fatal("delete answered false")
+	}
+	time.Sleep(500 * time.Millisecond) // heartbeats (every 200 ms) and the last events
+
+	v := n.rec.check(t)
+	for _, typ := range eventTypesEmitted {
+		if v.eventTypes[typ] == 0 {
+			t.Errorf("no %s event was seen; seen: %v", typ, sortedKeys(v.eventTypes))
+		}
+	}
+	// Every opencode route agentd serves was judged at least once.
+	var ours struct {
+		Paths map[string]map[string]struct {
+			Tags []string `json:"tags"`
+		} `json:"paths"`
+	}
+	n.call(t, "GET", "/doc", nil, &ours)
+	for p, item := range ours.Paths {
+		for m, op := range item {
+			if !slices.Contains(op.Tags, "opencode") || p == "/doc" || strings.HasSuffix(p, "event") {
+				continue
+			}
+			tmpl, ok := doc.route(strings.ToUpper(m), strings.NewReplacer("{id}", "ses_x", "{messageID}", "msg_x",
+				"{requestID}", "per_x", "{permissionID}", "per_x", "{projectID}", "global").Replace(p))
+			if !ok {
+				t.Errorf("%s %s is tagged opencode but opencode's document has no such route", strings.ToUpper(m), p)
+				continue
+			}
+			if v.operations[strings.ToUpper(m)+" "+tmpl] == 0 {
+				t.Errorf("%s %s was never judged", strings.ToUpper(m), tmpl)
+			}
+		}
+	}
+	t.Logf("judged %d operations and %d event types", len(v.operations), len(v.eventTypes))
+}
+
+// TestSchemaJudges pins the judge: shapes agentd used to send, which
+// opencode's schema forbids, must be refused.
+func TestSchemaJudges(t *testing.T) {
+	bad := map[string]string{
+		"seq as id":           `{"id":"42","type":"server.connected","properties":{}}`,
+		"idle with outcome":   `{"id":"evt_1","type":"session.idle","properties":{"sessionID":"ses_1","runID":"run_1","outcome":"succeeded"}}`,
+		"created without id":  `{"id":"evt_1","type":"session.created","properties":{"info":{"id":"ses_1","slug":"s","projectID":"p","directory":"/","title":"t","version":"v","time":{"created":1,"updated":1}}}}`,
+		"busy with run id":    `{"id":"evt_1","type":"session.status","properties":{"sessionID":"ses_1","status":{"type":"busy","runID":"run_1"}}}`,
+		"idle part":           `{"id":"evt_1","type":"message.part.updated","properties":{"sessionID":"ses_1","time":1,"part":{"id":"prt_1","sessionID":"ses_1","messageID":"msg_1","type":"idle","runID":"run_1"}}}`,
+		"part update no time": `{"id":"evt_1","type":"message.part.updated","properties":{"sessionID":"ses_1","part":{"id":"prt_1","sessionID":"ses_1","messageID":"msg_1","type":"step-start"}}}`,
+		"unknown type":        `{"id":"evt_1","type":"session.mystery","properties":{}}`,
+	}
+	for name, ev := range bad {
+		if _, err := checkEvent([]byte(ev)); err == nil {
+			t.Errorf("%s: accepted %s", name, ev)
+		}
+	}
+	good := `{"id":"evt_1","type":"session.idle","properties":{"sessionID":"ses_1"}}`
+	if _, err := checkEvent([]byte(good)); err != nil {
+		t.Errorf("refused a valid session.idle: %v", err)
+	}
+	s, err := doc.responseSchema("/session/{sessionID}/message", "GET", 200)
+	if err != nil || s == nil {
+		t.Fatalf("message list schema: %v", err)
+	}
+	withRunID := `[{"info":{"id":"msg_1","sessionID":"ses_1","role":"user","time":{"created":1},"agent":"build","model":{"providerID":"p","modelID":"m"},"runID":"run_1"},"parts":[]}]`
+	if validate(s, []byte(withRunID)) == nil {
+		t.Error("accepted a message with runID")
+	}
+}
