@@ -265,3 +265,37 @@ func TestSessionEventStreamAndGlobal(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveStreamStartsJustBefore pins the live window: a client that
+// subscribes without a cursor just after its prompt reached the server
+// (its two requests crossed) still sees that prompt's whole run, while
+// events older than the window are not replayed.
+func TestLiveStreamStartsJustBefore(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	old := n.session()
+	n.send(old, "reply:long ago")
+	oldEvents := n.allEvents()
+	time.Sleep(1100 * time.Millisecond) // let the first run fall out of the 1 s window
+	sid := n.session()
+	n.send(sid, "reply:just now")
+	var types []string
+	err := n.c.Events(t.Context(), "", 0, false, func(ev client.Event) error {
+		if ev.Seq != 0 && ev.Seq <= oldEvents[len(oldEvents)-1].Seq {
+			t.Errorf("event %d (%s) from before the window was replayed", ev.Seq, ev.Type)
+		}
+		if ev.Seq != 0 {
+			types = append(types, ev.Type)
+		}
+		if ev.Type == core.EventSessionIdle {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("stream: %v", err)
+	}
+	if types[0] != core.EventSessionCreated {
+		t.Errorf("the stream did not start with the new session's creation: %v", types)
+	}
+}

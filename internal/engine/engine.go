@@ -137,13 +137,21 @@ type Engine struct {
 	started  bool
 	closing  bool
 	handles  map[string]*handle // runs executing here, by run id
-	sessions map[string]bool    // sessions with a local executor
+	sessions map[string]*executor // sessions with a local executor
 	waiters  map[string]*waiter // run id → waiters for its end
 	baseCtx  context.Context
 	cancel   context.CancelCauseFunc
 	history  historyCache
 	wg       sync.WaitGroup
 	stopOnce sync.Once
+}
+
+// executor is the state of a session's drive goroutine.
+type executor struct {
+	// again is set when a run is kicked while the executor looks for the
+	// next one: its read of the store may predate that run, so it must
+	// look once more before it gives up.
+	again bool
 }
 
 type handle struct {
@@ -176,7 +184,7 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 		cfg: cfg, st: st, hub: hub, models: models, tools: tools,
 		log:      cfg.Logger.With("component", "engine"),
 		handles:  make(map[string]*handle),
-		sessions: make(map[string]bool),
+		sessions: make(map[string]*executor),
 		waiters:  make(map[string]*waiter),
 	}
 }
@@ -234,11 +242,16 @@ func (e *Engine) now() int64 { return time.Now().UnixMilli() }
 // executing here.
 func (e *Engine) kick(sessionID string) {
 	e.mu.Lock()
-	if e.closing || !e.started || e.sessions[sessionID] {
+	if x := e.sessions[sessionID]; x != nil {
+		x.again = true
 		e.mu.Unlock()
 		return
 	}
-	e.sessions[sessionID] = true
+	if e.closing || !e.started {
+		e.mu.Unlock()
+		return
+	}
+	e.sessions[sessionID] = &executor{}
 	e.wg.Add(1)
 	e.mu.Unlock()
 	go e.drive(sessionID)
@@ -259,19 +272,31 @@ func (e *Engine) drive(sessionID string) {
 // nextRun returns the session's oldest non-terminal run, or releases the
 // session and returns false when there is none (or the engine is closing).
 func (e *Engine) nextRun(sessionID string) (core.Run, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	runs, err := e.st.ActiveRuns(ctx, sessionID)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err != nil {
-		e.log.Error("list active runs", "session", sessionID, "err", err)
+	for {
+		e.mu.Lock()
+		x := e.sessions[sessionID]
+		x.again = false
+		e.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		runs, err := e.st.ActiveRuns(ctx, sessionID)
+		cancel()
+		e.mu.Lock()
+		if err != nil {
+			e.log.Error("list active runs", "session", sessionID, "err", err)
+		}
+		if err == nil && len(runs) == 0 && x.again && !e.closing {
+			// A run was admitted after the read began; read again.
+			e.mu.Unlock()
+			continue
+		}
+		if err != nil || len(runs) == 0 || e.closing {
+			delete(e.sessions, sessionID)
+			e.mu.Unlock()
+			return core.Run{}, false
+		}
+		e.mu.Unlock()
+		return runs[0], true
 	}
-	if err != nil || len(runs) == 0 || e.closing {
-		delete(e.sessions, sessionID)
-		return core.Run{}, false
-	}
-	return runs[0], true
 }
 
 // register makes a run abortable locally.

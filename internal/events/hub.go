@@ -105,6 +105,25 @@ func (h *Hub) Head() (int64, <-chan struct{}) {
 	return h.head, h.changed
 }
 
+// Recent returns the cursor from which a stream sees the durable events
+// committed since the given moment, as far back as the ring reaches; last
+// bounds it. A client usually subscribes and then acts (sends a prompt),
+// but its two requests may reach the server in the other order; starting
+// a little in the past keeps it from missing the start of what it caused.
+func (h *Hub) Recent(since time.Time, last int64) int64 {
+	cutoff := since.UnixMilli()
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	cursor := min(last, h.head)
+	for i := int(cursor - h.start); i >= 0 && i < len(h.ring); i-- {
+		if h.ring[i].Time < cutoff {
+			break
+		}
+		cursor = h.ring[i].Seq - 1
+	}
+	return cursor
+}
+
 // Read returns up to max durable events with seq > after, restricted to one
 // session when sessionID is set, and the seq up to which the log has been
 // examined (the next Read may start there). It serves from memory when it

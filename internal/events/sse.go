@@ -38,9 +38,13 @@ func ParseCursor(r *http.Request) (after int64, ok bool, err error) {
 
 // StreamOptions configures one SSE stream.
 type StreamOptions struct {
-	// After is the cursor; HasCursor false means "live from now".
+	// After is the cursor; HasCursor false means "live from now", where
+	// now reaches back LiveWindow (see Hub.Recent).
 	After     int64
 	HasCursor bool
+	// LiveWindow is how far back a stream without a cursor starts
+	// (default 1 s).
+	LiveWindow time.Duration
 	// SessionID restricts the stream to one session.
 	SessionID string
 	// Heartbeat is the interval of server.heartbeat frames (default 10 s).
@@ -86,7 +90,13 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, timeout: opts.WriteTimeout}
 	sw.live(core.MustEvent("", core.EventServerConnected, struct{}{}))
 
+	if opts.LiveWindow <= 0 {
+		opts.LiveWindow = time.Second
+	}
 	cursor := last
+	if !opts.HasCursor {
+		cursor = h.Recent(time.Now().Add(-opts.LiveWindow), last)
+	}
 	if opts.HasCursor {
 		cursor = opts.After
 		switch {

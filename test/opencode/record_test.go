@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -54,8 +56,11 @@ func newRecorder(t *testing.T, target string) *recorder {
 	rec := &recorder{}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	proxy.FlushInterval = -1
+	// A client that goes away mid-answer (Ctrl-C) is expected here.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Accept-Encoding")
+
 		rw := &recordingWriter{ResponseWriter: w, rec: rec, path: r.URL.Path, status: 200}
 		proxy.ServeHTTP(rw, r)
 		rw.finish(r.Method)

@@ -1,0 +1,279 @@
+package opencode_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// opencodeRun is one finished `opencode run --attach` process.
+type opencodeRun struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCommand prepares `opencode run --attach` against the node, in its
+// workspace, with a private home.
+func (n *node) runCommand(ctx context.Context, t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, opencodeBin, append([]string{"run", "--attach", n.rec.URL()}, args...)...)
+	cmd.Env = append(opencodeEnv(t.TempDir()), "PWD="+n.dir)
+	cmd.Dir = n.dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	return cmd, &stdout, &stderr
+}
+
+// opencode runs `opencode run --attach URL args…` to its end.
+func (n *node) opencode(t *testing.T, args ...string) opencodeRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd, stdout, stderr := n.runCommand(ctx, t, args...)
+	err := cmd.Run()
+	r := opencodeRun{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("opencode run: %v\nstderr: %s", err, r.stderr)
+	}
+	t.Logf("opencode run %s → exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	return r
+}
+
+// sessions lists the node's sessions, newest first, from the store.
+func (n *node) sessions(t *testing.T) []core.Session {
+	t.Helper()
+	list, err := n.app.Store.Sessions(t.Context(), store.SessionQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// transcript returns a session's messages from the store.
+func (n *node) transcript(t *testing.T, sessionID string) []core.MessageWithParts {
+	t.Helper()
+	msgs, err := n.app.Store.Messages(t.Context(), sessionID, store.MessageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+// lastRun returns the session's newest run.
+func (n *node) lastRun(t *testing.T, sessionID string) core.Run {
+	t.Helper()
+	runs, err := n.app.Store.Runs(t.Context(), sessionID, 1)
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("runs of %s: %v %v", sessionID, runs, err)
+	}
+	return runs[0]
+}
+
+func texts(msgs []core.MessageWithParts, role string) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Info.Role != role {
+			continue
+		}
+		for _, p := range m.Parts {
+			if p.Type == core.PartText && p.Text != "" {
+				out = append(out, p.Text)
+			}
+		}
+	}
+	return out
+}
+
+// TestRunAttach drives the real `opencode run --attach` against agentd
+// and checks what it prints, how it exits and what agentd holds after.
+func TestRunAttach(t *testing.T) {
+	n := startNode(t, "")
+
+	t.Run("plain prompt", func(t *testing.T) {
+		r := n.opencode(t, "reply:hello-from-agentd")
+		if r.code != 0 || !strings.Contains(r.stdout, "hello-from-agentd") {
+			t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+		}
+		if strings.Contains(r.stdout, "reply:") {
+			t.Errorf("the prompt itself was printed as an answer: %q", r.stdout)
+		}
+		if !strings.Contains(r.stderr, "build · scripted") {
+			t.Errorf("no agent/model header on stderr: %q", r.stderr)
+		}
+		s := n.sessions(t)[0]
+		msgs := n.transcript(t, s.ID)
+		if got := texts(msgs, core.RoleUser); len(got) != 1 || got[0] != "reply:hello-from-agentd" {
+			t.Errorf("user messages = %q", got)
+		}
+		if got := texts(msgs, core.RoleAssistant); len(got) != 1 || got[0] != "hello-from-agentd" {
+			t.Errorf("answers = %q", got)
+		}
+		if run := n.lastRun(t, s.ID); run.State != core.RunSucceeded {
+			t.Errorf("run = %s", run.State)
+		}
+	})
+
+	t.Run("tool calls", func(t *testing.T) {
+		r := n.opencode(t, `tool:read:{"filePath":"hello.txt"}`)
+		if r.code != 0 || !strings.Contains(r.stdout, "hello from the workspace") {
+			t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+		}
+		if !strings.Contains(r.stderr, "hello.txt") {
+			t.Errorf("the tool call is not shown: %q", r.stderr)
+		}
+		msgs := n.transcript(t, n.sessions(t)[0].ID)
+		var tools []core.Part
+		for _, m := range msgs {
+			for _, p := range m.Parts {
+				if p.Type == core.PartTool {
+					tools = append(tools, p)
+				}
+			}
+		}
+		if len(tools) != 1 || tools[0].Tool != "read" || tools[0].State.Status != core.ToolCompleted ||
+			!strings.Contains(tools[0].State.Output, "hello from the workspace") {
+			t.Errorf("tool parts = %+v", tools)
+		}
+	})
+
+	t.Run("title, continue and session", func(t *testing.T) {
+		r := n.opencode(t, "--title", "named by opencode", "reply:first")
+		if r.code != 0 {
+			t.Fatalf("exit %d", r.code)
+		}
+		s := n.sessions(t)[0]
+		if s.Title != "named by opencode" {
+			t.Errorf("title = %q", s.Title)
+		}
+		r = n.opencode(t, "--continue", "reply:second")
+		if r.code != 0 || !strings.Contains(r.stdout, "second") {
+			t.Fatalf("continue: exit %d, stdout %q", r.code, r.stdout)
+		}
+		if got := texts(n.transcript(t, s.ID), core.RoleAssistant); len(got) != 2 || got[1] != "second" {
+			t.Errorf("continue did not answer in the last session: %q", got)
+		}
+		// An older session, by id.
+		older := n.sessions(t)[1]
+		before := len(n.transcript(t, older.ID))
+		r = n.opencode(t, "-s", older.ID, "reply:third")
+		if r.code != 0 || !strings.Contains(r.stdout, "third") {
+			t.Fatalf("-s: exit %d, stdout %q", r.code, r.stdout)
+		}
+		if after := len(n.transcript(t, older.ID)); after != before+2 {
+			t.Errorf("-s %s: %d messages, want %d", older.ID, after, before+2)
+		}
+		r = n.opencode(t, "-s", "ses_doesnotexist", "reply:x")
+		if r.code == 0 || !strings.Contains(r.stderr, "Session not found") {
+			t.Errorf("unknown session: exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+
+	t.Run("format json", func(t *testing.T) {
+		r := n.opencode(t, "--format", "json", `tool:read:{"filePath":"hello.txt"}`+"\n"+"reply:json-answer")
+		if r.code != 0 {
+			t.Fatalf("exit %d", r.code)
+		}
+		types := map[string]int{}
+		var text string
+		sc := bufio.NewScanner(strings.NewReader(r.stdout))
+		for sc.Scan() {
+			var line struct {
+				Type string `json:"type"`
+				Part struct {
+					Text string `json:"text"`
+					Tool string `json:"tool"`
+				} `json:"part"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+				t.Fatalf("not a JSON line: %q", sc.Text())
+			}
+			types[line.Type]++
+			if line.Type == "text" && line.Part.Text != "" {
+				// The run's idle part is an empty text part; skip it.
+				text = line.Part.Text
+			}
+		}
+		if types["step_start"] == 0 || types["step_finish"] == 0 || types["tool_use"] != 1 || !strings.HasPrefix(text, "json-answer") {
+			t.Errorf("json events = %v, text %q", types, text)
+		}
+	})
+
+	t.Run("model flag", func(t *testing.T) {
+		r := n.opencode(t, "-m", "fake/fake-model", "reply:from-the-fake-provider")
+		if r.code != 0 || !strings.Contains(r.stdout, "from-the-fake-provider") {
+			t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+		}
+		msgs := n.transcript(t, n.sessions(t)[0].ID)
+		last := msgs[len(msgs)-1].Info
+		if last.ProviderID != "fake" || last.ModelID != "fake-model" {
+			t.Errorf("answered by %s/%s", last.ProviderID, last.ModelID)
+		}
+	})
+
+	t.Run("failing run", func(t *testing.T) {
+		r := n.opencode(t, "fail:400")
+		if r.code == 0 {
+			t.Errorf("a failed run exited 0")
+		}
+		if !strings.Contains(r.stderr, "scripted failure 400") {
+			t.Errorf("the provider's error is not shown: %q", r.stderr)
+		}
+		run := n.lastRun(t, n.sessions(t)[0].ID)
+		if run.State != core.RunFailed || run.Reason != core.ReasonProviderError {
+			t.Errorf("run = %s/%s", run.State, run.Reason)
+		}
+	})
+
+	t.Run("ctrl-c aborts the run", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		cmd, _, stderr := n.runCommand(ctx, t, "sleep:60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var sid string
+		waitUntil(t, "the run to start", func() bool {
+			list := n.sessions(t)
+			if len(list) == 0 {
+				return false
+			}
+			st, err := store.Status(t.Context(), n.app.Store, list[0].ID)
+			if err == nil && st.Type == core.StatusBusy && len(texts(n.transcript(t, list[0].ID), core.RoleUser)) == 1 &&
+				texts(n.transcript(t, list[0].ID), core.RoleUser)[0] == "sleep:60" {
+				sid = list[0].ID
+				return true
+			}
+			return false
+		})
+		start := time.Now()
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		t.Logf("opencode after SIGINT: %v, stderr %q", err, stderr.String())
+		waitUntil(t, "the run to end", func() bool {
+			return core.TerminalState(n.lastRun(t, sid).State)
+		})
+		run := n.lastRun(t, sid)
+		if run.State != core.RunInterrupted || run.Reason != core.ReasonAborted {
+			t.Errorf("run = %s/%s, want interrupted/aborted", run.State, run.Reason)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the run ended %v after Ctrl-C", d)
+		}
+	})
+
+	n.rec.check(t)
+}
