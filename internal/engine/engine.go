@@ -136,9 +136,9 @@ type Engine struct {
 	mu       sync.Mutex
 	started  bool
 	closing  bool
-	handles  map[string]*handle // runs executing here, by run id
+	handles  map[string]*handle   // runs executing here, by run id
 	sessions map[string]*executor // sessions with a local executor
-	waiters  map[string]*waiter // run id → waiters for its end
+	waiters  map[string]*waiter   // run id → waiters for its end
 	baseCtx  context.Context
 	cancel   context.CancelCauseFunc
 	history  historyCache
