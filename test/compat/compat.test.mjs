@@ -115,7 +115,8 @@ test("prompt, promptAsync, abort and one idle per run on the event stream", asyn
   const seen = [];
   const reader = (async () => {
     for await (const ev of events.stream) {
-      if (ev.properties?.sessionID === s.id || ev.properties?.info?.sessionID === s.id || ev.properties?.part?.sessionID === s.id) seen.push(ev);
+      assert.match(ev.id, /^evt_/);
+      if (ev.properties?.sessionID === s.id || ev.properties?.run?.sessionID === s.id) seen.push(ev);
       if (ev.type === "session.idle" && ev.properties.sessionID === s.id && seen.filter((e) => e.type === "session.idle").length >= 2) break;
     }
   })();
@@ -131,8 +132,12 @@ test("prompt, promptAsync, abort and one idle per run on the event stream", asyn
   const text = parts.filter((p) => p.type === "text").map((p) => p.text).join("");
   assert.equal(text, "hello from agentd");
   assert.ok(parts.some((p) => p.type === "step-finish"));
-  const idle = parts.find((p) => p.type === "idle");
-  assert.equal(idle.outcome, "succeeded");
+  // The run's end travels as an empty synthetic text part (opencode's
+  // schema has no idle part type) with the outcome in its metadata.
+  const idle = parts.find((p) => p.metadata?.agentd?.type === "idle");
+  assert.equal(idle.type, "text");
+  assert.equal(idle.text, "");
+  assert.equal(idle.metadata.agentd.outcome, "succeeded");
 
   const async = await client.session.promptAsync({ path: { id: s.id }, body: { parts: [{ type: "text", text: "sleep:30" }] } });
   assert.equal(async.response.status, 204);
@@ -148,8 +153,14 @@ test("prompt, promptAsync, abort and one idle per run on the event stream", asyn
   await reader;
   const idles = seen.filter((e) => e.type === "session.idle");
   assert.equal(idles.length, 2, "exactly one session.idle per run");
-  assert.deepEqual(idles.map((e) => e.properties.outcome), ["succeeded", "interrupted"]);
-  assert.notEqual(idles[0].properties.runID, idles[1].properties.runID);
+  assert.deepEqual(Object.keys(idles[0].properties), ["sessionID"]);
+  // The outcome is in agentd's run.updated, written just before.
+  const ends = seen.filter((e) => e.type === "run.updated" && ["succeeded", "failed", "interrupted"].includes(e.properties.run.state));
+  assert.deepEqual(ends.map((e) => e.properties.run.state), ["succeeded", "interrupted"]);
+  assert.notEqual(ends[0].properties.run.id, ends[1].properties.run.id);
+  for (const [i, idle] of idles.entries()) {
+    assert.ok(seen.indexOf(ends[i]) < seen.indexOf(idle), "the run's end precedes its session.idle");
+  }
 
   const msgs = (await client.session.messages({ path: { id: s.id } })).data;
   assert.equal(msgs[0].info.role, "user");

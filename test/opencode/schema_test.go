@@ -3,6 +3,7 @@ package opencode_test
 import (
 	"encoding/base64"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -205,5 +206,22 @@ func TestSchemaJudges(t *testing.T) {
 	withRunID := `[{"info":{"id":"msg_1","sessionID":"ses_1","role":"user","time":{"created":1},"agent":"build","model":{"providerID":"p","modelID":"m"},"runID":"run_1"},"parts":[]}]`
 	if validate(s, []byte(withRunID)) == nil {
 		t.Error("accepted a message with runID")
+	}
+}
+
+// TestRouteTable checks that README's route table names every route of
+// opencode's document, served or not.
+func TestRouteTable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, item := range doc.paths {
+		for m := range item {
+			op := "`" + strings.ToUpper(m) + " " + p + "`"
+			if !strings.Contains(string(readme), op) {
+				t.Errorf("README's route table does not mention %s", op)
+			}
+		}
 	}
 }

@@ -1,0 +1,159 @@
+package opencode_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+)
+
+// tui is opencode's TUI (`opencode attach URL`) running in a detached tmux
+// session on a private tmux server.
+type tui struct {
+	t      *testing.T
+	socket string
+}
+
+func startTUI(t *testing.T, n *node) *tui {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("AGENTD_OPENCODE_REQUIRED") != "" {
+			t.Fatal("tmux is not installed")
+		}
+		t.Skip("tmux is not installed")
+	}
+	home := t.TempDir()
+	env := opencodeEnv(home)
+	script := filepath.Join(home, "tui.sh")
+	var sb strings.Builder
+	sb.WriteString("#!/bin/sh\n")
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&sb, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
+	}
+	fmt.Fprintf(&sb, "cd '%s'\nexec '%s' attach '%s' 2>'%s'\n", n.dir, opencodeBin, n.rec.URL(), filepath.Join(home, "tui.err"))
+	if err := os.WriteFile(script, []byte(sb.String()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	u := &tui{t: t, socket: fmt.Sprintf("agentd-test-%d", os.Getpid())}
+	u.tmux("new-session", "-d", "-s", "oc", "-x", "160", "-y", "48", script)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last screen:\n%s", u.screen())
+			if b, err := os.ReadFile(filepath.Join(home, "tui.err")); err == nil && len(b) > 0 {
+				t.Logf("TUI stderr:\n%s", b)
+			}
+		}
+		_ = exec.Command("tmux", "-L", u.socket, "kill-server").Run()
+	})
+	return u
+}
+
+func (u *tui) tmux(args ...string) string {
+	u.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", u.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		u.t.Fatalf("tmux %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (u *tui) screen() string {
+	out, _ := exec.Command("tmux", "-L", u.socket, "capture-pane", "-p", "-t", "oc").CombinedOutput()
+	return string(out)
+}
+
+// keys sends tmux key names (Enter, Escape, C-x …).
+func (u *tui) keys(keys ...string) {
+	u.t.Helper()
+	u.tmux(append([]string{"send-keys", "-t", "oc"}, keys...)...)
+}
+
+// typeText types literal text.
+func (u *tui) typeText(s string) {
+	u.t.Helper()
+	u.tmux("send-keys", "-t", "oc", "-l", s)
+}
+
+// waitFor waits until the screen shows every one of the texts.
+func (u *tui) waitFor(what string, texts ...string) string {
+	u.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := u.screen()
+		ok := true
+		for _, x := range texts {
+			ok = ok && strings.Contains(s, x)
+		}
+		if ok {
+			return s
+		}
+		if time.Now().After(deadline) {
+			u.t.Fatalf("the TUI never showed %s (%q)", what, texts)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestTUI starts opencode's TUI against agentd under tmux: it lists
+// sessions, opens one, sends prompts, renders the streamed answer and the
+// tool calls, and aborts a run with its key binding. Every request it
+// makes is answered (no 404, no 5xx) and judged by opencode's schemas.
+func TestTUI(t *testing.T) {
+	n := startNode(t, "")
+	var earlier struct {
+		ID string `json:"id"`
+	}
+	n.call(t, "POST", "/session", map[string]any{"title": "an earlier session"}, &earlier)
+	n.call(t, "POST", "/session/"+earlier.ID+"/message", map[string]any{"parts": []map[string]any{{"type": "text", "text": "reply:answered before the TUI started"}}}, nil)
+
+	u := startTUI(t, n)
+	u.waitFor("its prompt", "Ask anything", "Scripted (offline)")
+
+	// The session list, and an earlier session opened from it.
+	u.keys("C-x")
+	u.keys("l")
+	u.waitFor("the session list", "Sessions", "an earlier session")
+	u.typeText("earlier")
+	time.Sleep(300 * time.Millisecond)
+	u.keys("Enter")
+	u.waitFor("the earlier session's transcript", "answered before the TUI started")
+
+	// A prompt with a tool call, in that session.
+	u.typeText(`tool:read:{"filePath":"hello.txt"}`)
+	u.keys("Enter")
+	u.waitFor("the tool call and the answer", "Read", "hello.txt", "tool read returned")
+
+	// A streamed answer, aborted with Escape twice.
+	u.typeText("sleep:60")
+	u.keys("Enter")
+	u.waitFor("streamed text", "tick 2", "esc interrupt")
+	u.keys("Escape")
+	time.Sleep(200 * time.Millisecond)
+	u.keys("Escape")
+	u.waitFor("the interruption", "interrupted")
+
+	run := n.lastRun(t, earlier.ID)
+	if run.State != core.RunInterrupted || run.Reason != core.ReasonAborted {
+		t.Errorf("last run = %s/%s, want interrupted/aborted", run.State, run.Reason)
+	}
+	msgs := n.transcript(t, earlier.ID)
+	if got := texts(msgs, core.RoleUser); len(got) != 3 || got[1] != `tool:read:{"filePath":"hello.txt"}` || got[2] != "sleep:60" {
+		t.Errorf("prompts in the session = %q", got)
+	}
+
+	n.rec.mu.Lock()
+	for _, ex := range n.rec.exchanges {
+		if ex.status == 404 || ex.status >= 500 {
+			t.Errorf("the TUI's %s %s was answered %d: %s", ex.method, ex.path, ex.status, ex.body)
+		}
+	}
+	n.rec.mu.Unlock()
+	v := n.rec.check(t)
+	t.Logf("the TUI made %d kinds of requests: %v", len(v.operations), sortedKeys(v.operations))
+}
