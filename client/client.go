@@ -62,6 +62,9 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("agentd: %d %s: %s", e.StatusCode, e.Name, e.Message)
 }
 
+// HTTPClient is the client requests are made with.
+func (c *Client) HTTPClient() *http.Client { return c.httpClient() }
+
 func (c *Client) httpClient() *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
@@ -175,6 +178,19 @@ func (c *Client) Session(ctx context.Context, id string) (Session, error) {
 	return s, err
 }
 
+// UpdateSession sets a session's title.
+func (c *Client) UpdateSession(ctx context.Context, id, title string) (Session, error) {
+	var s Session
+	err := c.do(ctx, "PATCH", "/session/"+url.PathEscape(id), map[string]string{"title": title}, &s)
+	return s, err
+}
+
+// Summarize compacts the session: later prompts start from a summary of
+// what came before.
+func (c *Client) Summarize(ctx context.Context, id string) error {
+	return c.do(ctx, "POST", "/session/"+url.PathEscape(id)+"/summarize", map[string]string{}, nil)
+}
+
 // Status gets one session's status (404 for an unknown session).
 func (c *Client) Status(ctx context.Context, id string) (SessionStatus, error) {
 	var st SessionStatus
@@ -197,6 +213,12 @@ type Prompt struct {
 	Model     *ModelRef
 	// Busy is the busy policy: steer (default), queue, reject, interrupt.
 	Busy string
+	// Agent names the agent to answer (default build).
+	Agent string
+	// System is added to the system prompt of the run.
+	System string
+	// Variant picks a named set of the model's options.
+	Variant string
 }
 
 func (p Prompt) body() map[string]any {
@@ -209,6 +231,15 @@ func (p Prompt) body() map[string]any {
 	}
 	if p.Busy != "" {
 		b["busy"] = p.Busy
+	}
+	if p.Agent != "" {
+		b["agent"] = p.Agent
+	}
+	if p.System != "" {
+		b["system"] = p.System
+	}
+	if p.Variant != "" {
+		b["variant"] = p.Variant
 	}
 	return b
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
-	"github.com/agentd/agentd/internal/permission"
 	"github.com/agentd/agentd/internal/server"
 )
 
@@ -62,16 +61,14 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	models, def, err := file.Build()
-	if err != nil {
-		return err
-	}
 	cfg := app.Config{
 		DBPath: *db, Host: *host, Port: *port, Version: version, Directory: wd,
-		Security: sec, Logger: log, Models: models,
+		Security: sec, Logger: log,
 	}
-	cfg.Engine.DefaultModel = def
-	if cfg.Engine.Permission, err = permission.ParseConfig(file.Permission); err != nil {
+	if d, err := os.UserConfigDir(); err == nil {
+		cfg.Engine.GlobalDir = filepath.Join(d, "agentd")
+	}
+	if err := cfg.Apply(file, wd); err != nil {
 		return err
 	}
 	cfg.Engine.Resume = *resume
@@ -90,8 +87,6 @@ func cmdServe(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	catalog := app.Catalog(file, def, cfg.Engine.Permission)
-	cfg.Catalog = &catalog
 	start := time.Now()
 	a, err := app.Start(ctx, cfg)
 	if err != nil {
@@ -101,11 +96,12 @@ func cmdServe(ctx context.Context, args []string) error {
 	if len(used) > 0 {
 		log.Info("configuration", "files", strings.Join(used, ", "))
 	}
+	def := cfg.Engine.DefaultModel
 	if def.ProviderID == "agentd" {
 		log.Info("model: agentd/scripted, the offline model driven by directives such as reply:TEXT; " +
 			"for a real one set OPENAI_API_KEY or ANTHROPIC_API_KEY, or add a provider block and \"model\": \"provider/model\" to agentd.json (see README)")
 	} else {
-		log.Info("model", "default", def.ProviderID+"/"+def.ModelID, "providers", strings.Join(models.Providers(), ", "))
+		log.Info("model", "default", def.ProviderID+"/"+def.ModelID, "providers", strings.Join(cfg.Models.Providers(), ", "))
 	}
 	<-ctx.Done()
 	log.Info("shutting down")

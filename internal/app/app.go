@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
@@ -102,6 +103,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.Tools = tool.NewRegistry(builtin.All()...)
 	}
 	cfg.Engine.Logger = cfg.Logger
+	if cfg.Engine.Agents == nil {
+		cfg.Engine.Agents = agent.NewSet(agent.Builtins())
+	}
 
 	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
 	if err != nil {
@@ -124,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		if def.ProviderID == "" {
 			def = scriptedRef
 		}
-		c := Catalog(config.File{}, def, cfg.Engine.Permission)
+		c := Catalog(config.File{}, def, cfg.Engine.Permission, cfg.Engine.Agents.All())
 		cfg.Catalog = &c
 	}
 	api := server.New(st, eng, hub, server.Config{

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"sort"
 
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm/scripted"
@@ -20,7 +21,7 @@ func scriptedProvider() server.Provider {
 // Catalog describes a configuration to opencode's clients: its providers
 // and models, the default model, the agents, and the configuration itself
 // in opencode's shape with secrets left out.
-func Catalog(f config.File, def core.ModelRef, rules []core.Rule) server.Catalog {
+func Catalog(f config.File, def core.ModelRef, rules []core.Rule, agents []agent.Agent) server.Catalog {
 	c := server.Catalog{Default: def, Providers: []server.Provider{scriptedProvider()}}
 	view := map[string]any{"share": "disabled", "autoupdate": false}
 	provView := map[string]any{}
@@ -80,7 +81,11 @@ func Catalog(f config.File, def core.ModelRef, rules []core.Rule) server.Catalog
 		view["permission"] = json.RawMessage(f.Permission)
 	}
 	c.Config = view
-	c.Agents = []server.Agent{{Name: "build", Description: "The default agent: every tool, within the permission rules.",
-		Mode: "primary", Native: true, Permission: append(permission.Defaults(), rules...)}}
+	for _, a := range agents {
+		perm := append(permission.Defaults(), rules...)
+		c.Agents = append(c.Agents, server.Agent{Name: a.Name, Description: a.Description, Mode: a.Mode,
+			Native: a.Native, Hidden: a.Hidden, Permission: append(perm, a.Permission...), Prompt: a.Prompt,
+			Model: a.Model, Steps: a.Steps})
+	}
 	return c
 }

@@ -11,8 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/permission"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
@@ -28,8 +33,135 @@ type File struct {
 	Provider   map[string]Provider `json:"provider"`
 	// Permission is opencode's permission config; see package permission.
 	Permission json.RawMessage `json:"permission"`
+	// Instructions are files (paths or globs) whose text joins the system
+	// prompt, opencode's key.
+	Instructions []string `json:"instructions"`
+	// Agent configures agents by name (opencode's key), built-in ones
+	// included.
+	Agent map[string]AgentConfig `json:"agent"`
 	// Agentd holds agentd's own settings.
 	Agentd Settings `json:"agentd"`
+}
+
+// AgentConfig is one agent of the configuration, opencode's keys.
+type AgentConfig struct {
+	Description string          `json:"description"`
+	Mode        string          `json:"mode"`
+	Model       string          `json:"model"`
+	Variant     string          `json:"variant"`
+	Prompt      string          `json:"prompt"`
+	Tools       map[string]bool `json:"tools"`
+	Permission  json.RawMessage `json:"permission"`
+	Temperature *float64        `json:"temperature"`
+	TopP        *float64        `json:"top_p"`
+	Steps       int             `json:"steps"`
+	MaxSteps    int             `json:"maxSteps"`
+	Hidden      bool            `json:"hidden"`
+	Disable     bool            `json:"disable"`
+}
+
+// Agents returns the built-in agents with the configuration applied:
+// entries for a built-in name change it, "disable" removes it, others add
+// agents. promptDir resolves {file:path} prompts.
+func (f File) Agents(promptDir string) ([]agent.Agent, error) {
+	list := agent.Builtins()
+	names := make([]string, 0, len(f.Agent))
+	for name := range f.Agent {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := f.Agent[name]
+		i := slices.IndexFunc(list, func(a agent.Agent) bool { return a.Name == name })
+		if c.Disable {
+			if i >= 0 {
+				list = slices.Delete(list, i, i+1)
+			}
+			continue
+		}
+		a := agent.Agent{Name: name, Mode: agent.ModeAll}
+		if i >= 0 {
+			a = list[i]
+		}
+		if c.Description != "" {
+			a.Description = c.Description
+		}
+		switch c.Mode {
+		case "":
+		case agent.ModePrimary, agent.ModeSubagent, agent.ModeAll:
+			a.Mode = c.Mode
+		default:
+			return nil, fmt.Errorf("agent.%s.mode: %q is not primary, subagent or all", name, c.Mode)
+		}
+		if c.Model != "" {
+			ref, err := ParseModel(c.Model)
+			if err != nil {
+				return nil, fmt.Errorf("agent.%s.%w", name, err)
+			}
+			a.Model = &ref
+		}
+		if c.Variant != "" {
+			a.Variant = c.Variant
+		}
+		if c.Prompt != "" {
+			p, err := resolveFile(c.Prompt, promptDir)
+			if err != nil {
+				return nil, fmt.Errorf("agent.%s.prompt: %w", name, err)
+			}
+			a.Prompt = p
+		}
+		if c.Tools != nil {
+			a.Tools = c.Tools
+		}
+		if len(c.Permission) > 0 {
+			rules, err := permission.ParseConfig(c.Permission)
+			if err != nil {
+				return nil, fmt.Errorf("agent.%s.%w", name, err)
+			}
+			a.Permission = append(a.Permission, rules...)
+		}
+		if c.Temperature != nil {
+			a.Temperature = c.Temperature
+		}
+		if c.TopP != nil {
+			a.TopP = c.TopP
+		}
+		if c.Steps > 0 {
+			a.Steps = c.Steps
+		} else if c.MaxSteps > 0 {
+			a.Steps = c.MaxSteps
+		}
+		a.Hidden = a.Hidden || c.Hidden
+		if i >= 0 {
+			list[i] = a
+		} else {
+			list = append(list, a)
+		}
+	}
+	return list, nil
+}
+
+// resolveFile reads opencode's {file:path} references (relative to dir);
+// other text is returned as it is.
+func resolveFile(v, dir string) (string, error) {
+	p, ok := strings.CutPrefix(v, "{file:")
+	if !ok || !strings.HasSuffix(p, "}") {
+		return v, nil
+	}
+	p = strings.TrimSuffix(p, "}")
+	if strings.HasPrefix(p, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			p = filepath.Join(h, p[2:])
+		}
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // Settings are agentd's own knobs.
@@ -73,6 +205,29 @@ type Model struct {
 		Context int `json:"context"`
 		Output  int `json:"output"`
 	} `json:"limit"`
+	// Cost is the price per million tokens (opencode's keys).
+	Cost *struct {
+		Input      float64 `json:"input"`
+		Output     float64 `json:"output"`
+		CacheRead  float64 `json:"cache_read"`
+		CacheWrite float64 `json:"cache_write"`
+	} `json:"cost"`
+	// Options are sent with every call to the model (e.g. reasoningEffort,
+	// thinking); Variants are named option sets a prompt may choose.
+	Options  map[string]any            `json:"options"`
+	Variants map[string]map[string]any `json:"variants"`
+}
+
+// llm returns what the engine needs to know of the model.
+func (m Model) llm(id string) llm.Model {
+	out := llm.Model{Name: id, Context: m.Limit.Context, Output: m.Limit.Output, Options: m.Options, Variants: m.Variants}
+	if m.ID != "" {
+		out.Name = m.ID
+	}
+	if m.Cost != nil {
+		out.Cost = &llm.Price{Input: m.Cost.Input, Output: m.Cost.Output, CacheRead: m.Cost.CacheRead, CacheWrite: m.Cost.CacheWrite}
+	}
+	return out
 }
 
 var envRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -147,6 +302,13 @@ func merge(a, b File) File {
 	if len(b.Permission) > 0 {
 		a.Permission = b.Permission
 	}
+	a.Instructions = append(a.Instructions, b.Instructions...)
+	if len(b.Agent) > 0 && a.Agent == nil {
+		a.Agent = map[string]AgentConfig{}
+	}
+	for k, v := range b.Agent {
+		a.Agent[k] = v
+	}
 	if b.Agentd.MaxSteps != 0 {
 		a.Agentd.MaxSteps = b.Agentd.MaxSteps
 	}
@@ -194,15 +356,11 @@ func (f File) Build() (*llm.Registry, core.ModelRef, error) {
 		if err != nil {
 			return nil, core.ModelRef{}, err
 		}
-		var models map[string]string
+		var models map[string]llm.Model
 		if len(p.Models) > 0 {
-			models = map[string]string{}
+			models = map[string]llm.Model{}
 			for mid, m := range p.Models {
-				name := mid
-				if m.ID != "" {
-					name = m.ID
-				}
-				models[mid] = name
+				models[mid] = m.llm(mid)
 			}
 		}
 		reg.Add(id, prov, models)

@@ -19,6 +19,7 @@ const (
 	EventSessionStatus     = "session.status"
 	EventSessionIdle       = "session.idle"
 	EventSessionError      = "session.error"
+	EventSessionCompacted  = "session.compacted"
 	EventMessageUpdated    = "message.updated"
 	EventMessageRemoved    = "message.removed"
 	EventPartUpdated       = "message.part.updated"
@@ -121,6 +122,11 @@ type IdleEventProps struct {
 type ErrorEventProps struct {
 	SessionID string `json:"sessionID"`
 	Error     *Error `json:"error"`
+}
+
+// CompactedProps is the payload of session.compacted.
+type CompactedProps struct {
+	SessionID string `json:"sessionID"`
 }
 
 // RunProps is the payload of agentd's run.updated: the whole run row.

@@ -10,6 +10,7 @@ const (
 	PartStepStart  = "step-start"
 	PartStepFinish = "step-finish"
 	PartFile       = "file"
+	PartCompaction = "compaction"
 	PartIdle       = "idle"
 )
 
@@ -22,9 +23,12 @@ const (
 )
 
 // PartTime is the start and end of a streamed or executed part, in epoch ms.
+// Compacted, on a completed tool call only, is when its output stopped
+// being sent to the model.
 type PartTime struct {
-	Start int64 `json:"start"`
-	End   int64 `json:"end,omitempty"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end,omitempty"`
+	Compacted int64 `json:"compacted,omitempty"`
 }
 
 // ToolState is the lifecycle of one tool call, in opencode's shape.
@@ -143,6 +147,13 @@ type Part struct {
 	Filename string
 	URL      string
 
+	// compaction: Auto is false for a compaction a client asked for;
+	// Overflow when the provider refused a request as too long; TailStart
+	// is the first message kept verbatim after the summary ("" for none).
+	Auto      bool
+	Overflow  bool
+	TailStart string
+
 	// idle (agentd's own; see idleMeta for how it travels)
 	RunID   string
 	Outcome string
@@ -169,16 +180,19 @@ type partWire struct {
 	State     struct {
 		ToolState
 	} `json:"state"`
-	Reason   string         `json:"reason"`
-	Cost     float64        `json:"cost"`
-	Tokens   Tokens         `json:"tokens"`
-	Mime     string         `json:"mime"`
-	Filename string         `json:"filename"`
-	URL      string         `json:"url"`
-	RunID    string         `json:"runID"`
-	Outcome  string         `json:"outcome"`
-	Error    *Error         `json:"error"`
-	Metadata map[string]any `json:"metadata"`
+	Reason    string         `json:"reason"`
+	Cost      float64        `json:"cost"`
+	Tokens    Tokens         `json:"tokens"`
+	Mime      string         `json:"mime"`
+	Filename  string         `json:"filename"`
+	URL       string         `json:"url"`
+	Auto      bool           `json:"auto"`
+	Overflow  bool           `json:"overflow"`
+	TailStart string         `json:"tail_start_id"`
+	RunID     string         `json:"runID"`
+	Outcome   string         `json:"outcome"`
+	Error     *Error         `json:"error"`
+	Metadata  map[string]any `json:"metadata"`
 }
 
 // UnmarshalJSON decodes any part shape.
@@ -190,7 +204,7 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 	*p = Part{ID: w.ID, SessionID: w.SessionID, MessageID: w.MessageID, Type: w.Type,
 		Text: w.Text, Synthetic: w.Synthetic, CallID: w.CallID, Tool: w.Tool, State: w.State.ToolState,
 		Reason: w.Reason, Cost: w.Cost, Tokens: w.Tokens, Mime: w.Mime, Filename: w.Filename, URL: w.URL,
-		RunID: w.RunID, Outcome: w.Outcome, Error: w.Error, Metadata: w.Metadata}
+		Auto: w.Auto, Overflow: w.Overflow, TailStart: w.TailStart, RunID: w.RunID, Outcome: w.Outcome, Error: w.Error, Metadata: w.Metadata}
 	if w.Type == PartText && w.Metadata != nil {
 		if raw, ok := w.Metadata[agentdMetaKey]; ok {
 			b, _ := json.Marshal(raw)
@@ -281,6 +295,13 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			Filename string `json:"filename,omitempty"`
 			URL      string `json:"url"`
 		}{h, p.Mime, p.Filename, p.URL})
+	case PartCompaction:
+		return json.Marshal(struct {
+			head
+			Auto      bool   `json:"auto"`
+			Overflow  bool   `json:"overflow,omitempty"`
+			TailStart string `json:"tail_start_id,omitempty"`
+		}{h, p.Auto, p.Overflow, p.TailStart})
 	case PartIdle:
 		h.Type = PartText
 		return json.Marshal(struct {

@@ -26,6 +26,7 @@ const (
 const (
 	PhaseRecovering        = "recovering"
 	PhaseWaitingPermission = "waiting_permission"
+	PhaseCompacting        = "compacting"
 )
 
 // TerminalState reports whether a run in state s has ended.
@@ -42,9 +43,11 @@ type Run struct {
 	Error         *Error   `json:"error,omitempty"`
 	UserMessageID string   `json:"messageID"`
 	Model         ModelRef `json:"model"`
-	Phase         string   `json:"phase,omitempty"`
-	Steps         int      `json:"steps"`
-	Resumes       int      `json:"resumes"`
+	// Agent is the agent that answers the run's prompts.
+	Agent   string `json:"agent,omitempty"`
+	Phase   string `json:"phase,omitempty"`
+	Steps   int    `json:"steps"`
+	Resumes int    `json:"resumes"`
 	// Attempt, RetryMessage and NextRetry describe a pending retry.
 	Attempt      int     `json:"attempt,omitempty"`
 	RetryMessage string  `json:"retryMessage,omitempty"`

@@ -2,6 +2,8 @@ package core
 
 import (
 	"encoding/json"
+	"strings"
+	"time"
 )
 
 // Session is a durable conversation bound to a workspace directory, in
@@ -20,6 +22,9 @@ type Session struct {
 	// session (opencode's TUI sets them at creation).
 	Agent string        `json:"agent,omitempty"`
 	Model *SessionModel `json:"model,omitempty"`
+	// Cost and Tokens total the session's model calls.
+	Cost   float64 `json:"cost"`
+	Tokens Tokens  `json:"tokens"`
 	// Permission holds the session's own rules, added to the configured
 	// ones (and grown by "always" replies).
 	Permission []Rule `json:"permission,omitempty"`
@@ -62,10 +67,12 @@ type CacheTokens struct {
 	Write int64 `json:"write"`
 }
 
-// ModelRef names a model by provider and model id, as in a user message.
+// ModelRef names a model by provider and model id, as in a user message,
+// with the variant (a named set of options) when one was chosen.
 type ModelRef struct {
 	ProviderID string `json:"providerID"`
 	ModelID    string `json:"modelID"`
+	Variant    string `json:"variant,omitempty"`
 }
 
 // Roles of a message.
@@ -100,6 +107,8 @@ type Message struct {
 	Tokens     Tokens
 	Finish     string
 	Error      *Error
+	// Summary marks the assistant message holding a compaction's summary.
+	Summary bool
 
 	// RunID ties the message to the run that created or answered it. It is
 	// agentd's own and not part of the JSON (opencode's schema has no place
@@ -141,6 +150,7 @@ type assistantMessageJSON struct {
 	Mode       string        `json:"mode"`
 	Agent      string        `json:"agent"`
 	Path       assistantPath `json:"path"`
+	Summary    bool          `json:"summary,omitempty"`
 	Cost       float64       `json:"cost"`
 	Tokens     Tokens        `json:"tokens"`
 	Finish     string        `json:"finish,omitempty"`
@@ -161,7 +171,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		Error:    m.Error,
 		ParentID: m.ParentID, ModelID: m.ModelID, ProviderID: m.ProviderID,
 		Mode: m.Mode, Agent: m.Agent, Path: assistantPath{CWD: m.CWD, Root: m.Root},
-		Cost: m.Cost, Tokens: m.Tokens, Finish: m.Finish,
+		Cost: m.Cost, Tokens: m.Tokens, Finish: m.Finish, Summary: m.Summary,
 	}
 	return json.Marshal(a)
 }
@@ -190,7 +200,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	*m = Message{ID: a.ID, SessionID: a.SessionID, Role: a.Role, Created: a.Time.Created,
 		Completed: a.Time.Completed, Error: a.Error, ParentID: a.ParentID, ModelID: a.ModelID,
 		ProviderID: a.ProviderID, Mode: a.Mode, Agent: a.Agent, CWD: a.Path.CWD, Root: a.Path.Root,
-		Cost: a.Cost, Tokens: a.Tokens, Finish: a.Finish}
+		Cost: a.Cost, Tokens: a.Tokens, Finish: a.Finish, Summary: a.Summary}
 	return nil
 }
 
@@ -200,3 +210,14 @@ type MessageWithParts struct {
 	Info  Message `json:"info"`
 	Parts []Part  `json:"parts"`
 }
+
+// defaultTitlePrefix starts the title a session gets at creation, until
+// one is set or generated.
+const defaultTitlePrefix = "New session - "
+
+// DefaultTitle is the title of a session created at t without one.
+func DefaultTitle(t time.Time) string { return defaultTitlePrefix + t.UTC().Format(time.RFC3339) }
+
+// IsDefaultTitle reports whether a title is still the one given at
+// creation.
+func IsDefaultTitle(title string) bool { return strings.HasPrefix(title, defaultTitlePrefix) }

@@ -13,9 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
@@ -56,10 +59,10 @@ func ValidPolicy(p string) bool {
 	return false
 }
 
-// Models resolves a model reference to a provider and the name the
-// provider knows the model by.
+// Models resolves a model reference to a provider and what agentd knows
+// of the model (its provider-side name, limits, price, options).
 type Models interface {
-	Resolve(ref core.ModelRef) (llm.Provider, string, error)
+	Resolve(ref core.ModelRef) (llm.Provider, llm.Model, error)
 }
 
 // RetryPolicy bounds retries of retryable provider errors.
@@ -88,7 +91,18 @@ type Config struct {
 	// Permission rules from the configuration, applied after the defaults
 	// and before each session's own rules.
 	Permission []core.Rule
-	Logger     *slog.Logger
+	// Agents a prompt may name; nil means the built-in ones.
+	Agents *agent.Set
+	// Instructions are the configuration's instruction files and globs;
+	// GlobalDir holds the user's own AGENTS.md.
+	Instructions []string
+	GlobalDir    string
+	// SmallModel writes session titles; nil means the run's model.
+	SmallModel *core.ModelRef
+	// OutputDir keeps the full output of tool calls whose output was cut
+	// (default: agentd-tool-output in the system's temporary directory).
+	OutputDir string
+	Logger    *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -121,6 +135,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Agents == nil {
+		c.Agents = agent.NewSet(agent.Builtins())
+	}
+	if c.OutputDir == "" {
+		c.OutputDir = filepath.Join(os.TempDir(), "agentd-tool-output")
 	}
 }
 

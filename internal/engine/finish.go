@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 )
@@ -305,5 +306,12 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 func assistantMessage(run core.Run, sess core.Session, parentID string, now int64) core.Message {
 	return core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleAssistant,
 		Created: now, ParentID: parentID, ProviderID: run.Model.ProviderID, ModelID: run.Model.ModelID,
-		Mode: "build", Agent: "build", CWD: sess.Directory, Root: sess.Directory, RunID: run.ID}
+		Mode: agentName(run.Agent), Agent: agentName(run.Agent), CWD: sess.Directory, Root: sess.Directory, RunID: run.ID}
+}
+
+func agentName(a string) string {
+	if a == "" {
+		return agent.Default
+	}
+	return a
 }

@@ -2,12 +2,197 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/store"
 )
+
+// The model's view of a transcript. It differs from what people see in
+// four ways: a compaction replaces everything before its tail with its
+// summary; tool outputs that were pruned are replaced by a marker (the
+// transcript keeps them); a message whose stream broke and was retried is
+// left out; and idle parts are agentd's bookkeeping, not conversation.
+
+// prunedMarker replaces a pruned tool output in what the model sees.
+const prunedMarker = "[output pruned to save context; run the tool again if you need it]"
+
+// summaryQuestion introduces a compaction's summary to the model.
+const summaryQuestion = "What did we do so far?"
+
+// compaction is the latest completed compaction of a range of messages.
+type compaction struct {
+	userID    string // the user message holding the compaction part
+	summary   string // the summary's text
+	tailStart string // first message kept verbatim ("" for none)
+}
+
+// latestCompaction finds the newest compaction of msgs whose summary was
+// completed; one cut off by a crash or a failure does not count.
+func latestCompaction(msgs []core.MessageWithParts) *compaction {
+	var c *compaction
+	parts := map[string]*core.Part{}
+	for i := range msgs {
+		for j := range msgs[i].Parts {
+			if msgs[i].Parts[j].Type == core.PartCompaction {
+				parts[msgs[i].Info.ID] = &msgs[i].Parts[j]
+			}
+		}
+	}
+	for _, m := range msgs {
+		info := m.Info
+		if !info.Summary || info.Completed == 0 || info.Error != nil {
+			continue
+		}
+		cp, ok := parts[info.ParentID]
+		if !ok {
+			continue
+		}
+		text := ""
+		for _, p := range m.Parts {
+			if p.Type == core.PartText {
+				text += p.Text
+			}
+		}
+		c = &compaction{userID: info.ParentID, summary: text, tailStart: cp.TailStart}
+	}
+	return c
+}
+
+// isCompactionMessage reports whether m is one half of a compaction: the
+// user message asking for it or the summary.
+func isCompactionMessage(m core.MessageWithParts) bool {
+	if m.Info.Summary {
+		return true
+	}
+	for _, p := range m.Parts {
+		if p.Type == core.PartCompaction {
+			return true
+		}
+	}
+	return false
+}
+
+// compose is the model's view of msgs: when they hold a completed
+// compaction, its summary and the messages from its tail on; otherwise
+// all of them. It returns the id of the latest user message of run runID.
+func compose(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
+	c := latestCompaction(msgs)
+	if c == nil {
+		return convert(runID, msgs, out)
+	}
+	out = append(out,
+		llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: summaryQuestion}}},
+		llm.Message{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentText, Text: c.summary}}})
+	var keep []core.MessageWithParts
+	for _, m := range msgs {
+		if (c.tailStart != "" && m.Info.ID >= c.tailStart) || m.Info.ID > c.userID {
+			keep = append(keep, m)
+		}
+	}
+	return convert(runID, keep, out)
+}
+
+// convert appends the model's view of msgs to out (compactions apart) and
+// returns the id of the latest user message of run runID among them.
+func convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
+	parent := ""
+	for _, m := range msgs {
+		if isCompactionMessage(m) {
+			continue
+		}
+		if m.Info.Role == core.RoleUser {
+			if m.Info.RunID == runID {
+				parent = m.Info.ID
+			}
+			var c []llm.Content
+			for _, p := range m.Parts {
+				switch p.Type {
+				case core.PartText:
+					c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text})
+				case core.PartFile:
+					c = append(c, llm.Content{Type: llm.ContentText, Text: fmt.Sprintf("[attached file %s (%s): %s]", p.Filename, p.Mime, p.URL)})
+				}
+			}
+			if len(c) > 0 {
+				out = append(out, llm.Message{Role: llm.RoleUser, Content: c})
+			}
+			continue
+		}
+		// An assistant message whose stream broke and was retried is shown
+		// to people but not replayed to the model.
+		if m.Info.Error.Ref() == core.RefStreamRetried {
+			continue
+		}
+		var asst, results []llm.Content
+		for _, p := range m.Parts {
+			switch p.Type {
+			case core.PartText:
+				if p.Text != "" {
+					asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text})
+				}
+			case core.PartTool:
+				asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input})
+				switch p.State.Status {
+				case core.ToolCompleted:
+					text := p.State.Output
+					if p.State.Time.Compacted != 0 {
+						text = prunedMarker
+					}
+					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: text})
+				case core.ToolError:
+					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: p.State.Error, IsError: true})
+				default:
+					// Every tool call must have a result before the model
+					// is called again.
+					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: "tool call did not complete", IsError: true})
+				}
+			}
+		}
+		if len(asst) > 0 {
+			out = append(out, llm.Message{Role: llm.RoleAssistant, Content: asst})
+		}
+		if len(results) > 0 {
+			out = append(out, llm.Message{Role: llm.RoleUser, Content: results})
+		}
+	}
+	return out, parent
+}
+
+// history turns the session's transcript into the model's conversation and
+// returns the id of the user message the next step answers.
+//
+// Messages before the run's first user message cannot change while the run
+// executes (but by this run's own compaction, which drops r.prefix), so
+// they are read and converted once; each step reads only the run's own part
+// of the transcript.
+func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
+	msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Since: r.run.UserMessageID})
+	if err != nil {
+		return nil, "", err
+	}
+	var out []llm.Message
+	var parent string
+	if latestCompaction(msgs) != nil {
+		// Compacted during this run: the summary replaces the prefix.
+		out, parent = compose(r.run.ID, msgs, nil)
+	} else {
+		if r.prefix == nil {
+			prefix, err := r.e.history.prefix(ctx, r.e.st, r.run)
+			if err != nil {
+				return nil, "", err
+			}
+			r.prefix = prefix
+		}
+		out, parent = convert(r.run.ID, msgs, append([]llm.Message(nil), r.prefix...))
+	}
+	if parent == "" {
+		parent = r.run.UserMessageID
+	}
+	return out, parent, nil
+}
 
 // historyCacheSize bounds how many sessions keep a converted history.
 const historyCacheSize = 256
@@ -18,7 +203,8 @@ const historyCacheSize = 256
 // It is safe because a run starts only when the session's earlier runs have
 // ended (one executor per session), and an ended run's messages no longer
 // change: everything before a run's first user message is final when the
-// run starts.
+// run starts. A compaction changes the view of earlier messages (pruned
+// outputs, a summary): it drops the session's entry.
 type historyCache struct {
 	mu      sync.Mutex
 	entries map[string]*historyEntry
@@ -29,9 +215,15 @@ type historyEntry struct {
 	msgs    []llm.Message
 }
 
+// drop forgets a session's view.
+func (c *historyCache) drop(sessionID string) {
+	c.mu.Lock()
+	delete(c.entries, sessionID)
+	c.mu.Unlock()
+}
+
 // prefix returns the conversation before the run's first user message.
-func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run,
-	convert func([]core.MessageWithParts, []llm.Message) ([]llm.Message, string)) ([]llm.Message, error) {
+func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run) ([]llm.Message, error) {
 	c.mu.Lock()
 	var base *historyEntry
 	if e, ok := c.entries[run.SessionID]; ok && e.through < run.UserMessageID {
@@ -40,22 +232,30 @@ func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run
 	c.mu.Unlock()
 
 	q := store.MessageQuery{Before: run.UserMessageID}
-	var prev []llm.Message
 	if base != nil {
 		q.After = base.through
-		prev = base.msgs
 	}
 	msgs, err := st.Messages(ctx, run.SessionID, q)
 	if err != nil {
 		return nil, err
 	}
-	// A copy, so that runs never share a backing array.
-	out := make([]llm.Message, len(prev), len(prev)+len(msgs)+8)
-	copy(out, prev)
-	out, _ = convert(msgs, out)
+	var out []llm.Message
 	through := ""
-	if base != nil {
+	switch {
+	case base != nil && latestCompaction(msgs) == nil:
+		// A copy, so that runs never share a backing array.
+		out = make([]llm.Message, len(base.msgs), len(base.msgs)+len(msgs)+8)
+		copy(out, base.msgs)
+		out, _ = convert(run.ID, msgs, out)
 		through = base.through
+	case base != nil:
+		// A compaction arrived since: build the view afresh.
+		if msgs, err = st.Messages(ctx, run.SessionID, store.MessageQuery{Before: run.UserMessageID}); err != nil {
+			return nil, err
+		}
+		out, _ = compose(run.ID, msgs, nil)
+	default:
+		out, _ = compose(run.ID, msgs, nil)
 	}
 	if len(msgs) > 0 {
 		through = msgs[len(msgs)-1].Info.ID

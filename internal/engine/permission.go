@@ -19,8 +19,11 @@ var ErrAlreadyAnswered = errors.New("permission request was already answered")
 // doom_loop permission.
 const doomLoopRepeats = 3
 
-func (e *Engine) rules(sess core.Session) []core.Rule {
-	rules := append(permission.Defaults(), e.cfg.Permission...)
+// rules are a run's permission rules, later ones winning: the defaults,
+// the configuration's, the agent's, the session's.
+func (r *runner) rules(sess core.Session) []core.Rule {
+	rules := append(permission.Defaults(), r.e.cfg.Permission...)
+	rules = append(rules, r.agent.Permission...)
 	return append(rules, sess.Permission...)
 }
 
@@ -48,7 +51,7 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 	for _, need := range needs {
 		action := core.ActionAllow
 		for _, pat := range need.Patterns {
-			switch permission.Evaluate(r.e.rules(sess), need.Permission, pat) {
+			switch permission.Evaluate(r.rules(sess), need.Permission, pat) {
 			case core.ActionDeny:
 				action = core.ActionDeny
 			case core.ActionAsk:

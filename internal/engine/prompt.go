@@ -34,6 +34,11 @@ type PromptInput struct {
 	Policy string
 	// NoReply records the message without running the model.
 	NoReply bool
+	// Variant picks a named set of the model's options.
+	Variant string
+	// Compact asks for a compaction of the session instead of an answer
+	// (opencode's summarize); Parts are then empty.
+	Compact bool
 }
 
 // Admission says what became of a prompt.
@@ -48,7 +53,7 @@ type Admission struct {
 
 // Validate checks a prompt before anything is written.
 func (in *PromptInput) Validate() error {
-	if len(in.Parts) == 0 {
+	if len(in.Parts) == 0 && !in.Compact {
 		return &InputError{"parts: at least one part is required"}
 	}
 	for i, p := range in.Parts {
@@ -90,9 +95,30 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	if closing {
 		return Admission{}, ErrClosed
 	}
+	ag, ok := e.agentFor(in.Agent)
+	switch {
+	case !ok:
+		return Admission{}, &InputError{fmt.Sprintf("agent: no agent %q (GET /agent lists them)", in.Agent)}
+	case !ag.Primary():
+		return Admission{}, &InputError{fmt.Sprintf("agent: %q is a subagent; it answers the task tool, not prompts", in.Agent)}
+	}
+	sess, err := e.st.Session(ctx, sessionID)
+	if err != nil {
+		return Admission{}, err
+	}
+	// The model: the prompt's, else the agent's, else the session's, else
+	// the server's default.
 	model := e.cfg.DefaultModel
-	if in.Model != nil {
+	switch {
+	case in.Model != nil:
 		model = *in.Model
+	case ag.Model != nil:
+		model = *ag.Model
+	case sess.Model != nil:
+		model = core.ModelRef{ProviderID: sess.Model.ProviderID, ModelID: sess.Model.ID, Variant: sess.Model.Variant}
+	}
+	if in.Variant != "" {
+		model.Variant = in.Variant
 	}
 	if _, _, err := e.models.Resolve(model); err != nil {
 		return Admission{}, &InputError{fmt.Sprintf("model: %v", err)}
@@ -101,10 +127,15 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	if policy == "" {
 		policy = PolicySteer
 	}
+	if in.Compact && policy == PolicySteer {
+		// A compaction is its own run; it waits for the running one.
+		policy = PolicyQueue
+	}
+	titled := false
 	var adm Admission
 	var supersede []string
-	err := e.st.Tx(ctx, func(tx store.Tx) error {
-		adm, supersede = Admission{}, nil
+	err = e.st.Tx(ctx, func(tx store.Tx) error {
+		adm, supersede, titled = Admission{}, nil, false
 		sess, err := tx.Session(ctx, sessionID)
 		if err != nil {
 			return err
@@ -126,7 +157,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		now := e.now()
 		msg := core.Message{
 			ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,
-			Agent: orDefault(in.Agent, "build"), Model: model, System: in.System,
+			Agent: ag.Name, Model: model, System: in.System,
 		}
 		if msg.ID == "" {
 			msg.ID = core.NewID(core.PrefixMessage, false)
@@ -140,7 +171,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 			// so it is admitted running (one commit less per turn). A crash
 			// before its first step is recovered like any cut-off run.
 			newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: core.RunRunning,
-				UserMessageID: msg.ID, Model: model, Time: core.RunTime{Created: now, Started: now}}
+				UserMessageID: msg.ID, Model: model, Agent: ag.Name, Time: core.RunTime{Created: now, Started: now}}
 		case policy == PolicyReject:
 			return ErrBusy
 		case policy == PolicySteer:
@@ -148,7 +179,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 			adm.RunID, adm.Steered = active[0].ID, true
 		case policy == PolicyQueue, policy == PolicyInterrupt:
 			newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: core.RunQueued,
-				UserMessageID: msg.ID, Model: model, Time: core.RunTime{Created: now}}
+				UserMessageID: msg.ID, Model: model, Agent: ag.Name, Time: core.RunTime{Created: now}}
 			if policy == PolicyInterrupt {
 				for _, r := range active {
 					supersede = append(supersede, r.ID)
@@ -177,6 +208,10 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 			// opencode run print every text part that has ended.
 			w.part(p)
 		}
+		if in.Compact {
+			w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: sessionID, MessageID: msg.ID, Type: core.PartCompaction})
+		}
+		titled = !in.Compact && core.IsDefaultTitle(sess.Title)
 		if newRun != nil {
 			if err := tx.InsertRun(ctx, *newRun); err != nil {
 				return err
@@ -201,14 +236,10 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	if adm.RunID != "" {
 		e.kick(sessionID)
 	}
-	return adm, nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
+	if titled {
+		e.titleLater(sessionID, model, in.Parts)
 	}
-	return s
+	return adm, nil
 }
 
 // writer batches the writes of one transaction and remembers the first

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/store"
@@ -65,6 +66,28 @@ type runner struct {
 	prefix []llm.Message
 	// recent holds the tool calls of this run, for the doom-loop guard.
 	recent []string
+
+	// What setup prepared for every step.
+	agent    agent.Agent
+	provider llm.Provider
+	model    llm.Model
+	system   []string
+	tools    []llm.ToolSpec
+	options  map[string]any
+	maxSteps int
+
+	// lastInput is the input size of the last step, as the provider
+	// counted it; overflowRetried is set once a refused step was retried
+	// after a compaction.
+	lastInput       int64
+	overflowRetried bool
+	// justCompacted is set by a compaction and cleared by the next step,
+	// so that a conversation that still does not fit is sent anyway (the
+	// provider has the last word) instead of compacted forever.
+	justCompacted bool
+	// compacting is set while a summary is written; a refusal then is not
+	// answered by another compaction.
+	compacting bool
 }
 
 // step is one model call and the parts it produced, kept in memory so that
@@ -83,16 +106,17 @@ type step struct {
 // loop executes steps until the run ends. ok is false when the engine is
 // shutting down and the run must be left as it is.
 func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
-	e := r.e
 	if err := r.begin(ctx); err != nil {
 		if errors.Is(err, errAlreadyEnded) {
 			return outcome{}, false
 		}
 		return r.cancelled(ctx, err)
 	}
-	provider, modelName, err := e.models.Resolve(r.run.Model)
-	if err != nil {
-		return outcome{state: core.RunFailed, reason: core.ReasonProviderError, err: core.UnknownError(core.RefModelNotFound, err.Error())}, true
+	if err := r.setup(ctx); err != nil {
+		if ctx.Err() != nil {
+			return r.cancelled(ctx, err)
+		}
+		return modelError(err), true
 	}
 	// A step cut off while its tool calls waited for permission continues
 	// with those calls, not with a new model call.
@@ -107,31 +131,57 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 			return o, true
 		}
 	}
+	// A run started to compact the session (summarize) compacts, then
+	// answers only prompts steered into it meanwhile.
+	if asked, done, err := r.compactionRequest(ctx); err != nil {
+		return r.cancelled(ctx, err)
+	} else if asked {
+		if !done {
+			if err := r.setPhase(ctx, core.PhaseCompacting); err != nil {
+				return r.cancelled(ctx, err)
+			}
+			if o, d := r.summarize(ctx, false, false, ""); d {
+				return r.settle(ctx, o)
+			}
+		}
+		more, err := unansweredTx(ctx, r.e.st, r.run, r.run.UserMessageID)
+		if err != nil {
+			return r.cancelled(ctx, err)
+		}
+		if !more {
+			return succeeded, true
+		}
+	}
 	for {
-		if r.run.Steps >= e.cfg.MaxSteps {
+		if r.run.Steps >= r.maxSteps {
 			return outcome{state: core.RunFailed, reason: core.ReasonMaxSteps,
-				err: core.UnknownError(core.RefMaxSteps, fmt.Sprintf("run stopped after %d steps", e.cfg.MaxSteps))}, true
+				err: core.UnknownError(core.RefMaxSteps, fmt.Sprintf("run stopped after %d steps", r.maxSteps))}, true
 		}
 		history, parentID, err := r.history(ctx)
 		if err != nil {
 			return r.cancelled(ctx, err)
 		}
+		if r.needsCompaction(history) {
+			if o, done := r.compact(ctx, false); done {
+				return r.settle(ctx, o)
+			}
+			continue
+		}
 		if err := r.startStep(ctx, parentID); err != nil {
 			return r.cancelled(ctx, err)
 		}
-		req := llm.Request{Model: modelName, Messages: history, Tools: toolSpecs(e.tools)}
-		if o, done := r.callWithRetry(ctx, provider, req); done {
-			if o.state == "" {
-				return r.cancelled(ctx, ctx.Err())
-			}
-			return o, true
+		o, done := r.callWithRetry(ctx, r.provider, r.request(history))
+		if done {
+			return r.settle(ctx, o)
+		}
+		if o.state == stateCompacted {
+			// The provider refused the step as too long; it was compacted
+			// and the step runs again.
+			continue
 		}
 		if len(r.step.calls) > 0 {
 			if o, done := r.runTools(ctx); done {
-				if o.state == "" {
-					return r.cancelled(ctx, ctx.Err())
-				}
-				return o, true
+				return r.settle(ctx, o)
 			}
 			continue
 		}
@@ -142,6 +192,19 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 }
 
 var errAlreadyEnded = errors.New("run already ended")
+
+// stateCompacted is the pseudo-outcome of a step the provider refused as
+// too long and that was compacted: the loop goes round again.
+const stateCompacted = "compacted"
+
+// settle turns the result of a part of the loop that ended the run into
+// the run's outcome (an empty state means the context was cancelled).
+func (r *runner) settle(ctx context.Context, o outcome) (outcome, bool) {
+	if o.state == "" {
+		return r.cancelled(ctx, ctx.Err())
+	}
+	return o, true
+}
 
 // cancelled decides what a failure in the loop means: an abort, a
 // shutdown, or an internal error.
@@ -192,98 +255,6 @@ func (r *runner) begin(ctx context.Context) error {
 	})
 }
 
-// history turns the session's transcript into the model's conversation and
-// returns the id of the user message the next step answers.
-//
-// Messages before the run's first user message cannot change while the run
-// executes, so they are read and converted once; each step reads only the
-// run's own part of the transcript.
-func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
-	if r.prefix == nil {
-		prefix, err := r.e.history.prefix(ctx, r.e.st, r.run, r.convert)
-		if err != nil {
-			return nil, "", err
-		}
-		r.prefix = prefix
-	}
-	msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Since: r.run.UserMessageID})
-	if err != nil {
-		return nil, "", err
-	}
-	out, parent := r.convert(msgs, append([]llm.Message(nil), r.prefix...))
-	if parent == "" {
-		parent = r.run.UserMessageID
-	}
-	return out, parent, nil
-}
-
-// convert appends the model's view of msgs to out and returns the id of the
-// latest user message of this run among them.
-func (r *runner) convert(msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
-	parent := ""
-	for _, m := range msgs {
-		if m.Info.Role == core.RoleUser {
-			if m.Info.RunID == r.run.ID {
-				parent = m.Info.ID
-			}
-			var c []llm.Content
-			for _, p := range m.Parts {
-				switch p.Type {
-				case core.PartText:
-					c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text})
-				case core.PartFile:
-					c = append(c, llm.Content{Type: llm.ContentText, Text: fmt.Sprintf("[attached file %s (%s): %s]", p.Filename, p.Mime, p.URL)})
-				}
-			}
-			if len(c) > 0 {
-				out = append(out, llm.Message{Role: llm.RoleUser, Content: c})
-			}
-			continue
-		}
-		// An assistant message whose stream broke and was retried is shown
-		// to people but not replayed to the model.
-		if m.Info.Error.Ref() == core.RefStreamRetried {
-			continue
-		}
-		var asst, results []llm.Content
-		for _, p := range m.Parts {
-			switch p.Type {
-			case core.PartText:
-				if p.Text != "" {
-					asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text})
-				}
-			case core.PartTool:
-				asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input})
-				switch p.State.Status {
-				case core.ToolCompleted:
-					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: p.State.Output})
-				case core.ToolError:
-					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: p.State.Error, IsError: true})
-				default:
-					// Every tool call must have a result before the model
-					// is called again.
-					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: "tool call did not complete", IsError: true})
-				}
-			}
-		}
-		if len(asst) > 0 {
-			out = append(out, llm.Message{Role: llm.RoleAssistant, Content: asst})
-		}
-		if len(results) > 0 {
-			out = append(out, llm.Message{Role: llm.RoleUser, Content: results})
-		}
-	}
-	return out, parent
-}
-
-func toolSpecs(reg *tool.Registry) []llm.ToolSpec {
-	var out []llm.ToolSpec
-	for _, t := range reg.All() {
-		out = append(out, llm.ToolSpec{Name: t.Name(), Description: t.Description(), Schema: t.Schema()})
-	}
-	return out
-}
-
 // startStep creates the step's assistant message with its step-start part.
 func (r *runner) startStep(ctx context.Context, parentID string) error {
 	now := r.e.now()
@@ -291,10 +262,19 @@ func (r *runner) startStep(ctx context.Context, parentID string) error {
 	if err != nil {
 		return err
 	}
-	msg := assistantMessage(r.run, sess, parentID, now)
+	return r.openStep(ctx, assistantMessage(r.run, sess, parentID, now), nil)
+}
+
+// openStep writes a step's assistant message and its step-start part,
+// after what before writes, and counts the step.
+func (r *runner) openStep(ctx context.Context, msg core.Message, before func(*writer)) error {
 	r.step = &step{msg: msg, lastFlush: time.Now()}
+	r.justCompacted = false
 	return r.e.st.Tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
+		if before != nil {
+			before(&w)
+		}
 		w.message(msg)
 		w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: msg.SessionID, MessageID: msg.ID, Type: core.PartStepStart})
 		run := r.run
@@ -372,6 +352,24 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 			apiErr = &llm.APIError{Message: err.Error(), Retryable: false}
 		}
 		cerr := apiError(apiErr, r.run.Model.ProviderID)
+		if apiErr.ContextOverflow && !r.compacting {
+			cerr = &core.Error{Name: "ContextOverflowError", Data: core.ErrorData{Message: apiErr.Message,
+				Extra: map[string]any{"responseBody": apiErr.Body}}}
+			if apiErr.Body == "" {
+				cerr.Data.Extra = nil
+			}
+			_ = r.endStep(ctx, cerr)
+			if r.overflowRetried {
+				return outcome{state: core.RunFailed, reason: core.ReasonProviderError, err: cerr}, true
+			}
+			// The request did not fit: compact, then run the step again,
+			// once.
+			r.overflowRetried = true
+			if o, done := r.compact(ctx, true); done {
+				return o, true
+			}
+			return outcome{state: stateCompacted}, false
+		}
 		if !apiErr.Retryable {
 			_ = r.endStep(ctx, cerr)
 			return outcome{state: core.RunFailed, reason: core.ReasonProviderError, err: cerr}, true
@@ -548,10 +546,25 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 	now := r.e.now()
 	tokens := core.Tokens{Input: s.usage.Input, Output: s.usage.Output, Reasoning: s.usage.Reasoning,
 		Cache: core.CacheTokens{Read: s.usage.CacheRead, Write: s.usage.CacheWrite}}
+	cost := r.model.Cost.Cost(s.usage)
+	if in := s.usage.Input + s.usage.CacheRead + s.usage.CacheWrite; in > 0 {
+		r.lastInput = in
+	}
 	wctx, cancel := detached(ctx)
 	defer cancel()
 	err := r.e.st.Tx(wctx, func(tx store.Tx) error {
 		w := writer{ctx: wctx, tx: tx}
+		if cost > 0 || tokens != (core.Tokens{}) {
+			// The session's totals move with each step, in the same
+			// transaction as the step's own accounting.
+			sess, err := tx.Session(wctx, r.run.SessionID)
+			if err != nil {
+				return err
+			}
+			sess.Cost += cost
+			sess.Tokens = sess.Tokens.Add(tokens)
+			w.session(sess)
+		}
 		for _, p := range []*core.Part{s.reasoning, s.text} {
 			if p != nil {
 				if p.Time.End == 0 {
@@ -578,7 +591,7 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 			w.part(*p)
 		}
 		w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
-			Type: core.PartStepFinish, Reason: finish, Tokens: tokens})
+			Type: core.PartStepFinish, Reason: finish, Tokens: tokens, Cost: cost})
 		if failure == nil && r.run.Resumes > 0 {
 			// A completed step proves the run is not crash-looping.
 			run := r.run
@@ -589,6 +602,7 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 			}
 		}
 		s.msg.Tokens = s.msg.Tokens.Add(tokens)
+		s.msg.Cost += cost
 		s.msg.Finish = finish
 		s.msg.Completed = now
 		if failure != nil {
@@ -614,7 +628,9 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 			continue // done before a restart
 		}
 		t, ok := e.tools.Get(p.Tool)
-		call := tool.Call{SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID, Directory: sess.Directory, Input: p.State.Input}
+		ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
+		call := tool.Call{SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID, Directory: sess.Directory,
+			Input: p.State.Input, ReadDirs: []string{e.cfg.OutputDir}}
 		var refused *tool.Result
 		if ok {
 			refused, err = r.authorize(ctx, sess, p, t, &call)
@@ -629,7 +645,7 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		var res tool.Result
 		switch {
 		case !ok:
-			res = tool.Errorf(fmt.Sprintf("unknown tool %q", p.Tool))
+			res = tool.Errorf(fmt.Sprintf("unknown tool %q: the tools offered are listed in the request", p.Tool))
 		case refused != nil:
 			res = *refused
 		default:
@@ -643,6 +659,7 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 				_ = r.putPart(ctx, *p)
 				return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, fmt.Sprintf("tool %s: %v", p.Tool, err))}, true
 			}
+			res = r.bound(p, res)
 		}
 		p.State = toolEnd(p.State, res, e.now())
 		if err := r.putPart(ctx, *p); err != nil {

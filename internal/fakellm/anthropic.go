@@ -29,10 +29,16 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in struct {
-		Model     string `json:"model"`
-		MaxTokens int    `json:"max_tokens"`
-		Stream    bool   `json:"stream"`
-		Messages  []struct {
+		Model     string          `json:"model"`
+		MaxTokens int             `json:"max_tokens"`
+		Stream    bool            `json:"stream"`
+		System    json.RawMessage `json:"system"`
+		Tools     []struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+		Messages []struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
@@ -46,6 +52,20 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req llm.Request
+	if len(in.System) > 0 {
+		var str string
+		var blocks []anBlock
+		if json.Unmarshal(in.System, &str) == nil {
+			req.System = []string{str}
+		} else if json.Unmarshal(in.System, &blocks) == nil {
+			for _, b := range blocks {
+				req.System = append(req.System, b.Text)
+			}
+		}
+	}
+	for _, t := range in.Tools {
+		req.Tools = append(req.Tools, llm.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.InputSchema})
+	}
 	for _, m := range in.Messages {
 		msg := llm.Message{Role: llm.RoleUser}
 		if m.Role == "assistant" {
@@ -71,6 +91,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Messages = append(req.Messages, msg)
 	}
+	s.received(&req, body)
 	dirs, _ := scripted.Parse(lastUserText(req.Messages))
 	attempt := s.attempt(body)
 	id := idFor("msg_fake_")

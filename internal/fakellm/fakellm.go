@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/scripted"
+	"github.com/agentd/agentd/internal/prompt"
 )
 
 // Server is the fake provider.
@@ -32,6 +33,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	attempts map[string]int
+	record   bool
+	recorded []Recorded
 
 	requests atomic.Int64
 	inflight atomic.Int64
@@ -44,11 +47,49 @@ type Server struct {
 type Options struct {
 	// Second is the length of one sleep: second (default 1 s).
 	Second time.Duration
+	// Record keeps every request body (see Recorded).
+	Record bool
 }
 
 // New returns a fake provider.
 func New(o Options) *Server {
-	return &Server{model: scripted.Model{Second: o.Second}, attempts: map[string]int{}, closed: make(chan struct{}, 1024)}
+	return &Server{model: scripted.Model{Second: o.Second}, attempts: map[string]int{}, closed: make(chan struct{}, 1024),
+		record: o.Record}
+}
+
+// Recorded is one request the server received (with Options.Record).
+type Recorded struct {
+	// Body is the request body as sent.
+	Body []byte
+	// Request is what the fake understood of it.
+	Request llm.Request
+}
+
+// Recorded returns the requests received so far, oldest first.
+func (s *Server) Recorded() []Recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Recorded(nil), s.recorded...)
+}
+
+// received notes a decoded request: it tells title and summary requests
+// by their system prompt, as a real model would by reading it, and keeps
+// the request when recording.
+func (s *Server) received(req *llm.Request, body []byte) {
+	if len(req.System) > 0 {
+		switch strings.TrimSpace(req.System[0]) {
+		case prompt.Title:
+			req.Purpose = llm.PurposeTitle
+		case prompt.Summary:
+			req.Purpose = llm.PurposeSummary
+		}
+	}
+	if !s.record {
+		return
+	}
+	s.mu.Lock()
+	s.recorded = append(s.recorded, Recorded{Body: append([]byte(nil), body...), Request: *req})
+	s.mu.Unlock()
 }
 
 // Requests is how many model requests the server has answered.

@@ -53,6 +53,13 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
 		Model    string      `json:"model"`
 		Messages []oaMessage `json:"messages"`
 		Stream   bool        `json:"stream"`
+		Tools    []struct {
+			Function struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		badRequest(w, "invalid JSON: "+err.Error())
@@ -63,8 +70,13 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req llm.Request
+	for _, t := range in.Tools {
+		req.Tools = append(req.Tools, llm.ToolSpec{Name: t.Function.Name, Description: t.Function.Description, Schema: t.Function.Parameters})
+	}
 	for _, m := range in.Messages {
 		switch m.Role {
+		case "system":
+			req.System = append(req.System, contentText(m.Content))
 		case "user":
 			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: contentText(m.Content)}}})
 		case "assistant":
@@ -80,6 +92,7 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
 			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentToolResult, CallID: m.ToolCallID, Text: contentText(m.Content)}}})
 		}
 	}
+	s.received(&req, body)
 	dirs, _ := scripted.Parse(lastUserText(req.Messages))
 	attempt := s.attempt(body)
 	id := idFor("chatcmpl-")

@@ -32,7 +32,30 @@ func FromHTTP(status int, msg string, header http.Header, body string, now time.
 	if strings.Contains(body, "overloaded") {
 		e.Retryable = true
 	}
+	e.ContextOverflow = IsContextOverflow(status, msg+" "+body)
 	return e
+}
+
+// overflowSigns are what providers say when a request does not fit the
+// context window (OpenAI, Anthropic, and the common local servers).
+var overflowSigns = []string{
+	"context_length_exceeded", "maximum context length", "prompt is too long",
+	"context window", "too many tokens", "exceeds the context", "input is too long",
+}
+
+// IsContextOverflow reports whether an error answer says the request did
+// not fit the model's context window.
+func IsContextOverflow(status int, text string) bool {
+	if status != http.StatusBadRequest && status != http.StatusRequestEntityTooLarge {
+		return false
+	}
+	t := strings.ToLower(text)
+	for _, s := range overflowSigns {
+		if strings.Contains(t, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // RetryAfter reads a provider's requested delay from its headers.

@@ -48,13 +48,45 @@ type ToolSpec struct {
 
 // Request is one model call.
 type Request struct {
-	Model     string
-	System    string
+	Model string
+	// System is the system prompt in blocks, the most stable first, so
+	// that providers with prompt caching can cache the prefix.
+	System    []string
 	Messages  []Message
 	Tools     []ToolSpec
 	MaxTokens int
+	// Temperature and TopP are sent when set.
+	Temperature *float64
+	TopP        *float64
+	// Options are provider-specific settings (opencode's model options and
+	// the chosen variant's), e.g. reasoningEffort or thinking.
+	Options map[string]any
+	// Purpose names what the call is for when it is not a step of a run
+	// (PurposeTitle, PurposeSummary); the offline models answer by it.
+	Purpose string
 	// Attempt is 1 for the first try of a step and grows with each retry.
 	Attempt int
+}
+
+// Purposes of calls that are not steps of a run.
+const (
+	PurposeTitle   = "title"
+	PurposeSummary = "summary"
+)
+
+// SystemText joins the system blocks, for providers that take one string.
+func (r Request) SystemText() string {
+	out := ""
+	for _, b := range r.System {
+		if b == "" {
+			continue
+		}
+		if out != "" {
+			out += "\n\n"
+		}
+		out += b
+	}
+	return out
 }
 
 // Event kinds emitted by a stream.
@@ -104,6 +136,9 @@ type APIError struct {
 	Body       string
 	// Auth marks authentication and authorisation failures.
 	Auth bool
+	// ContextOverflow marks a request the model refused because it does
+	// not fit its context window.
+	ContextOverflow bool
 }
 
 func (e *APIError) Error() string {

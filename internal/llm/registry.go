@@ -8,6 +8,35 @@ import (
 	"github.com/agentd/agentd/internal/core"
 )
 
+// Model is what agentd knows of one model beyond how to reach it.
+type Model struct {
+	// Name is the provider's name for the model (often the client's id).
+	Name string
+	// Context and Output are the token limits (0: unknown).
+	Context, Output int
+	// Cost is the price per million tokens; nil means unknown (the
+	// built-in price table is consulted).
+	Cost *Price
+	// Options are provider options sent with every call, and Variants
+	// named sets of options a prompt may pick (opencode's keys).
+	Options  map[string]any
+	Variants map[string]map[string]any
+}
+
+// Price is a model's price in dollars per million tokens.
+type Price struct {
+	Input, Output, CacheRead, CacheWrite float64
+}
+
+// Cost returns the price of a call's usage.
+func (p *Price) Cost(u Usage) float64 {
+	if p == nil {
+		return 0
+	}
+	return (float64(u.Input)*p.Input + float64(u.Output)*p.Output +
+		float64(u.CacheRead)*p.CacheRead + float64(u.CacheWrite)*p.CacheWrite) / 1e6
+}
+
 // Registry maps provider ids to providers and the models they serve.
 type Registry struct {
 	mu        sync.RWMutex
@@ -16,38 +45,49 @@ type Registry struct {
 
 type registered struct {
 	p Provider
-	// models maps the model id a client uses to the provider's name for it;
+	// models maps the model id a client uses to what agentd knows of it;
 	// nil accepts any model id as is.
-	models map[string]string
+	models map[string]Model
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{providers: make(map[string]registered)} }
 
-// Add registers a provider. models maps client model ids to provider model
-// names; nil accepts any model id.
-func (r *Registry) Add(providerID string, p Provider, models map[string]string) {
+// Add registers a provider with its models by client id; nil accepts any
+// model id.
+func (r *Registry) Add(providerID string, p Provider, models map[string]Model) {
 	r.mu.Lock()
 	r.providers[providerID] = registered{p: p, models: models}
 	r.mu.Unlock()
 }
 
-// Resolve implements the engine's model lookup.
-func (r *Registry) Resolve(ref core.ModelRef) (Provider, string, error) {
+// Resolve implements the engine's model lookup: the provider and what
+// agentd knows of the model (its provider-side name at least).
+func (r *Registry) Resolve(ref core.ModelRef) (Provider, Model, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	reg, ok := r.providers[ref.ProviderID]
 	if !ok {
-		return nil, "", fmt.Errorf("unknown provider %q", ref.ProviderID)
+		return nil, Model{}, fmt.Errorf("unknown provider %q", ref.ProviderID)
 	}
+	var m Model
 	if reg.models == nil {
-		return reg.p, ref.ModelID, nil
+		m = Model{Name: ref.ModelID}
+	} else if m, ok = reg.models[ref.ModelID]; !ok {
+		return nil, Model{}, fmt.Errorf("provider %q has no model %q", ref.ProviderID, ref.ModelID)
 	}
-	name, ok := reg.models[ref.ModelID]
-	if !ok {
-		return nil, "", fmt.Errorf("provider %q has no model %q", ref.ProviderID, ref.ModelID)
+	if m.Name == "" {
+		m.Name = ref.ModelID
 	}
-	return reg.p, name, nil
+	if m.Cost == nil {
+		m.Cost = KnownPrice(m.Name)
+	}
+	if m.Context == 0 {
+		if lim, ok := knownLimits[m.Name]; ok {
+			m.Context, m.Output = lim[0], lim[1]
+		}
+	}
+	return reg.p, m, nil
 }
 
 // Providers lists the registered provider ids.

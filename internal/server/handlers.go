@@ -128,7 +128,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 	now := time.Now()
 	sess := core.Session{
 		ID: core.NewID(core.PrefixSession, true), ProjectID: "global", Directory: dir,
-		Title:   "New session - " + now.UTC().Format(time.RFC3339),
+		Title:   core.DefaultTitle(now),
 		Version: s.cfg.Version, Metadata: in.Metadata,
 		Time: core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()},
 	}
@@ -383,6 +383,7 @@ type promptBody struct {
 	System    string             `json:"system"`
 	Parts     []engine.InputPart `json:"parts"`
 	Busy      string             `json:"busy"`
+	Variant   string             `json:"variant"`
 }
 
 func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
@@ -396,7 +397,7 @@ func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
 	}
 	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), engine.PromptInput{
 		MessageID: in.MessageID, Parts: in.Parts, Model: in.Model, Agent: in.Agent,
-		System: in.System, Policy: policy, NoReply: in.NoReply,
+		System: in.System, Policy: policy, NoReply: in.NoReply, Variant: in.Variant,
 	})
 	if err != nil {
 		return adm, s.storeErr(err, "session "+r.PathValue("id"))
@@ -479,6 +480,37 @@ func (s *Server) promptAsync(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// summarize compacts the session (opencode's summarize): a run of its own
+// that writes a summary later prompts start from. It answers true once
+// the compaction has ended, like opencode.
+func (s *Server) summarize(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		ProviderID string `json:"providerID"`
+		ModelID    string `json:"modelID"`
+	}
+	if e := decodeJSON(r, &in, true); e != nil {
+		return e
+	}
+	pi := engine.PromptInput{Compact: true}
+	if in.ProviderID != "" || in.ModelID != "" {
+		pi.Model = &core.ModelRef{ProviderID: in.ProviderID, ModelID: in.ModelID}
+	}
+	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), pi)
+	if err != nil {
+		return s.storeErr(err, "session "+r.PathValue("id"))
+	}
+	run, err := s.eng.WaitRun(r.Context(), adm.RunID)
+	if err != nil {
+		return s.storeErr(err, "run "+adm.RunID)
+	}
+	if run.State == core.RunFailed && run.Error != nil {
+		writeJSON(w, http.StatusInternalServerError, run.Error)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, run.State == core.RunSucceeded)
 	return nil
 }
 

@@ -3,14 +3,13 @@ package server
 import (
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/vcs"
 )
 
 // Catalog is what the server tells opencode's clients about itself: the
@@ -252,40 +251,10 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) *apiError {
 // worktree returns the root of the git repository holding dir, or "/"
 // when dir is in none (opencode's "global" project).
 func worktree(dir string) string {
-	for d := dir; ; {
-		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
-			return d
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "/"
-		}
-		d = parent
+	if root, ok := vcs.Root(dir); ok {
+		return root
 	}
-}
-
-// gitBranch returns the checked-out branch of the repository at root, or
-// "" when there is none (not a repository, detached head).
-func gitBranch(root string) string {
-	gitDir := filepath.Join(root, ".git")
-	if b, err := os.ReadFile(gitDir); err == nil {
-		// A worktree or submodule: .git is a file naming the git dir.
-		if d, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:"); ok {
-			gitDir = strings.TrimSpace(d)
-			if !filepath.IsAbs(gitDir) {
-				gitDir = filepath.Join(root, gitDir)
-			}
-		}
-	}
-	head, err := os.ReadFile(filepath.Join(gitDir, "HEAD"))
-	if err != nil {
-		return ""
-	}
-	ref, ok := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: refs/heads/")
-	if !ok {
-		return ""
-	}
-	return ref
+	return "/"
 }
 
 func (s *Server) getPath(w http.ResponseWriter, r *http.Request) *apiError {
@@ -322,7 +291,7 @@ func (s *Server) getVCS(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	out := map[string]string{}
 	if root := worktree(dir); root != "/" {
-		if b := gitBranch(root); b != "" {
+		if b := vcs.Branch(root); b != "" {
 			out["branch"] = b
 		}
 	}

@@ -86,6 +86,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/session/{id}/message/{messageID}", "Get one message with its parts.", false, s.getMessage},
 		{"POST", "/session/{id}/prompt_async", "Send a prompt; 204 once it is durably admitted.", false, s.promptAsync},
 		{"POST", "/session/{id}/abort", "Abort the session's active run.", false, s.abort},
+		{"POST", "/session/{id}/summarize", "Compact the session: a summary replaces its history for the model.", false, s.summarize},
 		{"GET", "/session/{id}/run", "List a session's runs, newest first.", true, s.listRuns},
 		{"GET", "/session/{id}/run/{runID}", "Get one run.", true, s.getRun},
 		{"GET", "/session/{id}/event", "Stream one session's durable events (SSE).", true, s.sessionEventStream},

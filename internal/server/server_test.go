@@ -265,7 +265,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"GET /session/{id}/message/{messageID}", "GET /session/{id}/run", "GET /session/{id}/run/{runID}",
 		"GET /session/{id}/status", "GET /session/{id}/todo", "GET /vcs", "PATCH /session/{id}",
 		"POST /permission/{requestID}/reply", "POST /session", "POST /session/{id}/abort", "POST /session/{id}/message",
-		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/wait",
+		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/summarize",
+		"POST /session/{id}/wait",
 	}
 	if diff := cmp.Diff(want, ops); diff != "" {
 		t.Errorf("documented operations (-want +got):\n%s", diff)

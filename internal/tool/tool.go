@@ -22,6 +22,9 @@ type Call struct {
 	// AllowExternal is set when the external_directory permission was
 	// granted for this call: paths outside the workspace are accepted.
 	AllowExternal bool
+	// ReadDirs are directories outside the workspace that read-only tools
+	// may read without asking (where agentd keeps cut tool output).
+	ReadDirs []string
 }
 
 // Need is one permission a call needs before it may run.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/engine"
@@ -69,7 +70,7 @@ func startNode(t *testing.T, extra string) *node {
 	cfg.Engine.DefaultModel = def
 	cfg.Engine.Permission = rules
 	cfg.Engine.Retry = engine.RetryPolicy{MaxAttempts: 3, MaxElapsed: time.Minute, Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
-	catalog := app.Catalog(f, def, rules)
+	catalog := app.Catalog(f, def, rules, agent.Builtins())
 	cfg.Catalog = &catalog
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {

@@ -11,13 +11,13 @@ import (
 )
 
 // eventTypesEmitted are the event types the scenario must make agentd
-// emit. opencode's message.removed, message.part.removed,
-// session.compacted and todo.updated are not on the list: agentd has
+// emit. opencode's message.removed, message.part.removed
+// and todo.updated are not on the list: agentd has
 // nothing that emits them yet.
 var eventTypesEmitted = []string{
 	"server.connected", "server.heartbeat", "session.created", "session.updated", "session.deleted",
 	"session.status", "session.idle", "session.error", "message.updated", "message.part.updated",
-	"message.part.delta", "permission.asked", "permission.replied", "run.updated",
+	"message.part.delta", "permission.asked", "permission.replied", "run.updated", "session.compacted",
 }
 
 // TestSchema drives every opencode route agentd serves, and every kind of
@@ -70,6 +70,13 @@ func TestSchema(t *testing.T) {
 		{"type": "file", "mime": "text/plain", "filename": "note.txt", "url": "data:text/plain;base64," + base64.StdEncoding.EncodeToString([]byte("note"))},
 	}}
 	n.call(t, "POST", sp+"/message", file, nil)
+
+	// A compaction on demand, and a prompt answered from its summary.
+	var summarized bool
+	if code := n.call(t, "POST", sp+"/summarize", map[string]string{"providerID": "agentd", "modelID": "scripted"}, &summarized); code != 200 || !summarized {
+		t.Fatalf("summarize: %d %v", code, summarized)
+	}
+	prompt("reply:after the summary", nil)
 
 	// A run aborted while busy; the opencode status list sees it busy.
 	if code := n.call(t, "POST", sp+"/prompt_async", map[string]any{"parts": []map[string]any{{"type": "text", "text": "sleep:30"}}}, nil); code != 204 {

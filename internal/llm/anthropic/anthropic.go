@@ -63,7 +63,11 @@ func New(o Options) *Provider {
 }
 
 func (p *Provider) params(req llm.Request) sdk.MessageNewParams {
-	var msgs []sdk.MessageParam
+	type turn struct {
+		assistant bool
+		blocks    []sdk.ContentBlockParamUnion
+	}
+	var turns []turn
 	for _, m := range req.Messages {
 		var blocks []sdk.ContentBlockParamUnion
 		for _, c := range m.Content {
@@ -85,19 +89,44 @@ func (p *Provider) params(req llm.Request) sdk.MessageNewParams {
 		if len(blocks) == 0 {
 			continue
 		}
-		if m.Role == llm.RoleAssistant {
-			msgs = append(msgs, sdk.NewAssistantMessage(blocks...))
-		} else {
-			msgs = append(msgs, sdk.NewUserMessage(blocks...))
-		}
+		turns = append(turns, turn{assistant: m.Role == llm.RoleAssistant, blocks: blocks})
 	}
 	mt := p.maxTokens
 	if req.MaxTokens > 0 {
 		mt = int64(req.MaxTokens)
 	}
+	// Prompt caching: one breakpoint after the system prompt (with the
+	// tools before it, the stable prefix of every step) and one on the
+	// newest message, so the next step reads the whole conversation from
+	// the cache.
+	if n := len(turns); n > 0 {
+		blocks := turns[n-1].blocks
+		if cc := blocks[len(blocks)-1].GetCacheControl(); cc != nil {
+			*cc = sdk.NewCacheControlEphemeralParam()
+		}
+	}
+	msgs := make([]sdk.MessageParam, 0, len(turns))
+	for _, t := range turns {
+		if t.assistant {
+			msgs = append(msgs, sdk.NewAssistantMessage(t.blocks...))
+		} else {
+			msgs = append(msgs, sdk.NewUserMessage(t.blocks...))
+		}
+	}
 	params := sdk.MessageNewParams{Model: sdk.Model(req.Model), MaxTokens: mt, Messages: msgs}
-	if req.System != "" {
-		params.System = []sdk.TextBlockParam{{Text: req.System}}
+	for _, b := range req.System {
+		if b != "" {
+			params.System = append(params.System, sdk.TextBlockParam{Text: b})
+		}
+	}
+	if n := len(params.System); n > 0 {
+		params.System[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	if budget := thinkingBudget(req.Options); budget > 0 {
+		params.Thinking = sdk.ThinkingConfigParamOfEnabled(budget)
+		if params.MaxTokens <= budget {
+			params.MaxTokens = budget + 4096
+		}
 	}
 	for _, t := range req.Tools {
 		var schema struct {
@@ -112,9 +141,36 @@ func (p *Provider) params(req llm.Request) sdk.MessageNewParams {
 	return params
 }
 
+// thinkingBudget reads opencode's thinking option:
+// {"thinking": {"type": "enabled", "budgetTokens": N}}.
+func thinkingBudget(opts map[string]any) int64 {
+	t, ok := opts["thinking"].(map[string]any)
+	if !ok || t["type"] == "disabled" {
+		return 0
+	}
+	switch v := t["budgetTokens"].(type) {
+	case float64:
+		return int64(v)
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	}
+	return 0
+}
+
 // Stream implements llm.Provider.
 func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) error {
-	stream := p.client.Messages.NewStreaming(ctx, p.params(req))
+	var opts []option.RequestOption
+	// The SDK's message parameters have no sampling fields; they are
+	// still accepted by the API.
+	if req.Temperature != nil {
+		opts = append(opts, option.WithJSONSet("temperature", *req.Temperature))
+	}
+	if req.TopP != nil {
+		opts = append(opts, option.WithJSONSet("top_p", *req.TopP))
+	}
+	stream := p.client.Messages.NewStreaming(ctx, p.params(req), opts...)
 	defer stream.Close()
 	type toolUse struct {
 		id, name string

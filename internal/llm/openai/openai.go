@@ -61,8 +61,8 @@ func New(o Options) *Provider {
 
 func params(req llm.Request) sdk.ChatCompletionNewParams {
 	var msgs []sdk.ChatCompletionMessageParamUnion
-	if req.System != "" {
-		msgs = append(msgs, sdk.SystemMessage(req.System))
+	if sys := req.SystemText(); sys != "" {
+		msgs = append(msgs, sdk.SystemMessage(sys))
 	}
 	for _, m := range req.Messages {
 		switch m.Role {
@@ -115,6 +115,16 @@ func params(req llm.Request) sdk.ChatCompletionNewParams {
 	}
 	if req.MaxTokens > 0 {
 		p.MaxTokens = sdk.Int(int64(req.MaxTokens))
+	}
+	if req.Temperature != nil {
+		p.Temperature = sdk.Float(*req.Temperature)
+	}
+	if req.TopP != nil {
+		p.TopP = sdk.Float(*req.TopP)
+	}
+	// opencode's key for OpenAI's reasoning effort.
+	if effort, ok := req.Options["reasoningEffort"].(string); ok && effort != "" {
+		p.ReasoningEffort = shared.ReasoningEffort(effort)
 	}
 	for _, t := range req.Tools {
 		var schema map[string]any

@@ -56,6 +56,12 @@ type Directives struct {
 	Loop      *ToolCall
 	Echo      string
 
+	// Title answers a title request.
+	Title string
+	// Overflow refuses requests larger than this many bytes as too long
+	// for the context window.
+	Overflow int
+
 	RetryAfter string
 	Usage      *llm.Usage
 	Disconnect int
@@ -115,6 +121,14 @@ func Parse(text string) (Directives, error) {
 				}
 				d.FailTimes = k
 			}
+		case "title":
+			d.Title = strings.TrimSpace(val)
+		case "overflow":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 {
+				return d, fmt.Errorf("overflow: want a request size in bytes, got %q", val)
+			}
+			d.Overflow, found = n, true
 		case "retryafter":
 			d.RetryAfter, found = strings.TrimSpace(val), true
 		case "usage":
@@ -166,6 +180,28 @@ func Parse(text string) (Directives, error) {
 	return d, nil
 }
 
+// Size is a request's size in bytes as the scripted model counts it
+// (system prompt, messages and tools); its input tokens are a quarter of
+// it.
+func Size(req llm.Request) int {
+	n := 0
+	for _, s := range req.System {
+		n += len(s)
+	}
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Schema)
+	}
+	for _, m := range req.Messages {
+		for _, c := range m.Content {
+			n += len(c.Text) + len(c.Input) + len(c.Name) + len(c.CallID)
+		}
+	}
+	return n
+}
+
+// maxQuote bounds how much of a tool result the answer quotes.
+const maxQuote = 1000
+
 // Stream implements llm.Provider.
 func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) error {
 	prompt, results := lastTurn(req.Messages)
@@ -173,9 +209,24 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 	if err != nil {
 		return &llm.APIError{Message: "scripted model: " + err.Error(), StatusCode: 400}
 	}
-	usage := llm.Usage{Input: int64(len(prompt)/4 + 1), Output: 1}
+	usage := llm.Usage{Input: int64(Size(req)/4 + 1), Output: 1}
 	if d.Usage != nil {
 		usage = *d.Usage
+	}
+	if d.Overflow > 0 && Size(req) > d.Overflow {
+		body := fmt.Sprintf(`{"error":{"code":"context_length_exceeded","message":"This request is %d bytes, more than the %d this model's context window holds."}}`, Size(req), d.Overflow)
+		return &llm.APIError{Message: "context_length_exceeded: request too long for the context window", StatusCode: 400,
+			Body: body, ContextOverflow: true}
+	}
+	switch req.Purpose {
+	case llm.PurposeTitle:
+		title := d.Title
+		if title == "" {
+			title = "Scripted session"
+		}
+		return m.say(ctx, emit, title, usage, false)
+	case llm.PurposeSummary:
+		return m.say(ctx, emit, summary(req.Messages), usage, false)
 	}
 
 	if d.FailCode != 0 && len(results) == 0 && (d.FailTimes == 0 || req.Attempt <= d.FailTimes) {
@@ -215,8 +266,20 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 		if last.IsError {
 			status = "failed"
 		}
-		text += fmt.Sprintf("tool %s %s: %s", last.Name, status, last.Text)
+		quote := last.Text
+		if len(quote) > maxQuote {
+			// Quoting a long output whole would double what a tool adds
+			// to the conversation.
+			quote = quote[:maxQuote] + "…"
+		}
+		text += fmt.Sprintf("tool %s %s: %s", last.Name, status, quote)
 	}
+	return m.say(ctx, emit, text, usage, d.Usage == nil)
+}
+
+// say streams text word by word and finishes; count adds each word to the
+// output tokens.
+func (m *Model) say(ctx context.Context, emit func(llm.Event) error, text string, usage llm.Usage, count bool) error {
 	for i, w := range strings.SplitAfter(text, " ") {
 		if w == "" {
 			continue
@@ -229,11 +292,33 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 		if err := emit(llm.Event{Kind: llm.EventText, Text: w}); err != nil {
 			return err
 		}
-		if d.Usage == nil {
+		if count {
 			usage.Output++
 		}
 	}
 	return emit(llm.Event{Kind: llm.EventFinish, Finish: "stop", Usage: usage})
+}
+
+// summary is the scripted model's summary of a conversation: how many
+// messages it had and the start of each prompt, so that tests can tell
+// what it covered.
+func summary(msgs []llm.Message) string {
+	var prompts []string
+	for _, m := range msgs[:max(len(msgs)-1, 0)] {
+		if m.Role != llm.RoleUser {
+			continue
+		}
+		for _, c := range m.Content {
+			if c.Type == llm.ContentText && c.Text != "" {
+				t := strings.ReplaceAll(c.Text, "\n", " ")
+				if len(t) > 40 {
+					t = t[:40]
+				}
+				prompts = append(prompts, t)
+			}
+		}
+	}
+	return fmt.Sprintf("Summary of %d messages. Prompts: %s", len(msgs)-1, strings.Join(prompts, " | "))
 }
 
 func (m *Model) call(emit func(llm.Event) error, tc ToolCall, n int, usage llm.Usage) error {

@@ -18,7 +18,7 @@ import (
 const (
 	bashDefaultTimeout = 2 * time.Minute
 	bashMaxTimeout     = 10 * time.Minute
-	bashOutputCap      = 30000
+	bashOutputCap      = 10 << 20
 	// killGrace is how long a process group has between SIGTERM and
 	// SIGKILL when it is stopped.
 	killGrace = 200 * time.Millisecond
@@ -74,7 +74,7 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	}
 	dir := call.Directory
 	if in.Workdir != "" {
-		d, r := path(call, in.Workdir, "workdir")
+		d, r := path(call, in.Workdir, "workdir", false)
 		if r != nil {
 			return *r, nil
 		}

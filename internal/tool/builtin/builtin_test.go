@@ -208,7 +208,7 @@ func TestBash(t *testing.T) {
 	if !res.IsError || res.Metadata["exit"] != 3 || !strings.Contains(res.Output, "exit status 3") {
 		t.Errorf("non-zero exit = %+v", res)
 	}
-	res = run(t, Bash{}, ws, map[string]any{"command": "head -c 100000 /dev/zero | tr '\\0' x"})
+	res = run(t, Bash{}, ws, map[string]any{"command": "head -c 12000000 /dev/zero | tr '\\0' x"})
 	if res.Metadata["truncated"] != true || len(res.Output) > bashOutputCap+100 {
 		t.Errorf("output not capped: %d bytes", len(res.Output))
 	}

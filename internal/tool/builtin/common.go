@@ -42,14 +42,15 @@ func decode(raw json.RawMessage, v any) *tool.Result {
 }
 
 // path resolves a path argument inside the call's workspace; outside paths
-// and bad paths become results the model sees.
-func path(call tool.Call, p, field string) (string, *tool.Result) {
+// and bad paths become results the model sees. readOnly tools may also
+// reach the call's ReadDirs.
+func path(call tool.Call, p, field string, readOnly bool) (string, *tool.Result) {
 	if p == "" {
 		r := tool.Errorf(field + " is required")
 		return "", &r
 	}
 	abs, err := Resolve(call.Directory, p)
-	if errors.Is(err, ErrOutside) && call.AllowExternal {
+	if errors.Is(err, ErrOutside) && (call.AllowExternal || readOnly && inReadDirs(call, abs)) {
 		return abs, nil
 	}
 	if errors.Is(err, ErrOutside) {
@@ -113,14 +114,25 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return d.Sync()
 }
 
+// inReadDirs reports whether abs is inside one of the call's ReadDirs.
+func inReadDirs(call tool.Call, abs string) bool {
+	for _, d := range call.ReadDirs {
+		if real, err := realPath(d); err == nil && Within(real, abs) {
+			return true
+		}
+	}
+	return false
+}
+
 // externalNeed returns the external_directory need of a path argument that
-// resolves outside the workspace.
-func externalNeed(call tool.Call, p string) []tool.Need {
+// resolves outside the workspace (and, for readOnly tools, outside the
+// call's ReadDirs).
+func externalNeed(call tool.Call, p string, readOnly bool) []tool.Need {
 	if p == "" {
 		return nil
 	}
 	abs, err := Resolve(call.Directory, p)
-	if !errors.Is(err, ErrOutside) {
+	if !errors.Is(err, ErrOutside) || readOnly && inReadDirs(call, abs) {
 		return nil
 	}
 	dir := abs
@@ -142,7 +154,7 @@ func pathNeeds(call tool.Call, field, perm string) []tool.Need {
 	if p == "" {
 		p = "."
 	}
-	needs := externalNeed(call, p)
+	needs := externalNeed(call, p, perm != "edit")
 	if perm != "" {
 		abs, err := Resolve(call.Directory, p)
 		if err != nil && !errors.Is(err, ErrOutside) {
@@ -181,7 +193,7 @@ func (Bash) Needs(call tool.Call) []tool.Need {
 	if json.Unmarshal(call.Input, &in) != nil || in.Command == "" {
 		return nil
 	}
-	needs := externalNeed(call, in.Workdir)
+	needs := externalNeed(call, in.Workdir, false)
 	first, _, _ := strings.Cut(strings.TrimSpace(in.Command), " ")
 	return append(needs, tool.Need{Permission: "bash", Patterns: []string{in.Command}, Always: []string{first + " *"},
 		Title: in.Command, Metadata: map[string]any{"command": in.Command}})

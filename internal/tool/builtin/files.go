@@ -44,7 +44,7 @@ func (Read) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if r := decode(call.Input, &in); r != nil {
 		return *r, nil
 	}
-	p, r := path(call, in.FilePath, "filePath")
+	p, r := path(call, in.FilePath, "filePath", true)
 	if r != nil {
 		return *r, nil
 	}
@@ -126,7 +126,7 @@ func (Write) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if in.Content == nil {
 		return tool.Errorf("content is required"), nil
 	}
-	p, r := path(call, in.FilePath, "filePath")
+	p, r := path(call, in.FilePath, "filePath", false)
 	if r != nil {
 		return *r, nil
 	}
@@ -174,7 +174,7 @@ func (Edit) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if r := decode(call.Input, &in); r != nil {
 		return *r, nil
 	}
-	p, r := path(call, in.FilePath, "filePath")
+	p, r := path(call, in.FilePath, "filePath", false)
 	if r != nil {
 		return *r, nil
 	}

@@ -113,7 +113,7 @@ func (Glob) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if in.Pattern == "" {
 		return tool.Errorf("pattern is required"), nil
 	}
-	root, r := path(call, orDot(in.Path), "path")
+	root, r := path(call, orDot(in.Path), "path", true)
 	if r != nil {
 		return *r, nil
 	}
@@ -186,7 +186,7 @@ func (g Grep) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err != nil || in.Pattern == "" {
 		return tool.Errorf(fmt.Sprintf("bad pattern %q: %v", in.Pattern, err)), nil
 	}
-	root, r := path(call, orDot(in.Path), "path")
+	root, r := path(call, orDot(in.Path), "path", true)
 	if r != nil {
 		return *r, nil
 	}
@@ -302,7 +302,7 @@ func (List) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if r := decode(call.Input, &in); r != nil {
 		return *r, nil
 	}
-	root, r := path(call, orDot(in.Path), "path")
+	root, r := path(call, orDot(in.Path), "path", true)
 	if r != nil {
 		return *r, nil
 	}
