@@ -376,5 +376,3 @@ func getJSON(n *node, path string, out any) error {
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(out)
 }
-
-

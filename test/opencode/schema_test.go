@@ -11,9 +11,8 @@ import (
 )
 
 // eventTypesEmitted are the event types the scenario must make agentd
-// emit. opencode's message.removed, message.part.removed
-// and todo.updated are not on the list: agentd has
-// nothing that emits them yet.
+// emit. opencode's message.removed, message.part.removed and todo.updated
+// are not on the list: agentd has nothing that emits them yet.
 var eventTypesEmitted = []string{
 	"server.connected", "server.heartbeat", "session.created", "session.updated", "session.deleted",
 	"session.status", "session.idle", "session.error", "message.updated", "message.part.updated",
