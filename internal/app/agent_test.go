@@ -376,3 +376,49 @@ func getJSON(n *node, path string, out any) error {
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(out)
 }
+
+// TestModelOptionsAndVariants: a model's options and the variant a prompt
+// picks reach the provider (OpenAI's reasoning effort, Anthropic's
+// thinking budget).
+func TestModelOptionsAndVariants(t *testing.T) {
+	t.Parallel()
+	t.Run("openai", func(t *testing.T) {
+		t.Parallel()
+		n, fake := modelNode(t, providerKinds[0], `{"limit": {"context": 100000, "output": 4096},
+			"options": {"reasoningEffort": "low"}, "variants": {"deep": {"reasoningEffort": "high"}}}`, "")
+		sid := n.session()
+		effort := func() string {
+			var body struct {
+				Effort string `json:"reasoning_effort"`
+			}
+			json.Unmarshal(lastRequest(t, fake).Body, &body)
+			return body.Effort
+		}
+		n.send(sid, "reply:x")
+		if e := effort(); e != "low" {
+			t.Errorf("reasoning effort = %q, want the model's low", e)
+		}
+		if _, err := n.c.Send(t.Context(), sid, client.Prompt{Text: "reply:y", Variant: "deep"}); err != nil {
+			t.Fatal(err)
+		}
+		if e := effort(); e != "high" {
+			t.Errorf("reasoning effort = %q, want the variant's high", e)
+		}
+	})
+	t.Run("anthropic", func(t *testing.T) {
+		t.Parallel()
+		n, fake := modelNode(t, providerKinds[1], `{"limit": {"context": 100000, "output": 4096},
+			"options": {"thinking": {"type": "enabled", "budgetTokens": 2048}}}`, "")
+		n.send(n.session(), "reply:x")
+		var body struct {
+			Thinking struct {
+				Type   string `json:"type"`
+				Budget int    `json:"budget_tokens"`
+			} `json:"thinking"`
+		}
+		json.Unmarshal(lastRequest(t, fake).Body, &body)
+		if body.Thinking.Type != "enabled" || body.Thinking.Budget != 2048 {
+			t.Errorf("thinking = %+v", body.Thinking)
+		}
+	})
+}

@@ -61,6 +61,9 @@ type Directives struct {
 	// Overflow refuses requests larger than this many bytes as too long
 	// for the context window.
 	Overflow int
+	// SummarySleep slows summaries of a conversation holding it down by
+	// this many seconds.
+	SummarySleep float64
 
 	RetryAfter string
 	Usage      *llm.Usage
@@ -129,6 +132,12 @@ func Parse(text string) (Directives, error) {
 				return d, fmt.Errorf("overflow: want a request size in bytes, got %q", val)
 			}
 			d.Overflow, found = n, true
+		case "summarysleep":
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil || f < 0 || f > 3600 {
+				return d, fmt.Errorf("summarysleep: want seconds between 0 and 3600, got %q", val)
+			}
+			d.SummarySleep = f
 		case "retryafter":
 			d.RetryAfter, found = strings.TrimSpace(val), true
 		case "usage":
@@ -224,8 +233,18 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 		if title == "" {
 			title = "Scripted session"
 		}
+		if d.Sleep > 0 {
+			if err := m.wait(ctx, d.Sleep); err != nil {
+				return err
+			}
+		}
 		return m.say(ctx, emit, title, usage, false)
 	case llm.PurposeSummary:
+		if s := summarySleep(req.Messages); s > 0 {
+			if err := m.wait(ctx, s); err != nil {
+				return err
+			}
+		}
 		return m.say(ctx, emit, summary(req.Messages), usage, false)
 	}
 
@@ -297,6 +316,37 @@ func (m *Model) say(ctx context.Context, emit func(llm.Event) error, text string
 		}
 	}
 	return emit(llm.Event{Kind: llm.EventFinish, Finish: "stop", Usage: usage})
+}
+
+// summarySleep finds a summarysleep: directive in a conversation's prompts.
+func summarySleep(msgs []llm.Message) float64 {
+	for _, m := range msgs {
+		for _, c := range m.Content {
+			if c.Type != llm.ContentText || !strings.Contains(c.Text, "summarysleep:") {
+				continue
+			}
+			if d, err := Parse(c.Text); err == nil && d.SummarySleep > 0 {
+				return d.SummarySleep
+			}
+		}
+	}
+	return 0
+}
+
+// wait sleeps for seconds of the model's time, or until ctx ends.
+func (m *Model) wait(ctx context.Context, seconds float64) error {
+	unit := m.Second
+	if unit == 0 {
+		unit = time.Second
+	}
+	t := time.NewTimer(time.Duration(seconds * float64(unit)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
 }
 
 // summary is the scripted model's summary of a conversation: how many

@@ -1,0 +1,239 @@
+package torture
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/fakellm"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/sqlite"
+)
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// agentdBinary builds the agentd binary once for the package's tests.
+func agentdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentd-crash-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "agentd")
+		build := exec.Command("go", "build", "-o", builtBin, "./cmd/agentd")
+		build.Dir = "../.."
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build agentd: %v", buildErr)
+	}
+	return builtBin
+}
+
+// crashNode is the real agentd binary on a database of its own, with
+// fakellm (one "second" = unit) as the provider "fake" whose model has the
+// given limits block.
+func crashNode(t *testing.T, unit time.Duration, model string) (*server, *client.Client, string) {
+	t.Helper()
+	bin := agentdBinary(t)
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	fake := fakellm.New(fakellm.Options{Second: unit})
+	hs := httptest.NewServer(fake.Handler())
+	t.Cleanup(hs.Close)
+	cfgPath := filepath.Join(dir, "agentd.json")
+	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible",
+		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"fake-model":`+model+`}}}}`), 0o644)
+	port := freePort(t)
+	dbPath := filepath.Join(dir, "agentd.db")
+	logFile, _ := os.Create(filepath.Join(dir, "agentd.log"))
+	t.Cleanup(func() { logFile.Close() })
+	srv := &server{t: t, bin: bin, dir: ws, url: "http://127.0.0.1:" + strconv.Itoa(port), logFile: logFile,
+		args: []string{"serve", "--port", strconv.Itoa(port), "--db", dbPath, "--config", cfgPath, "--log-level", "warn"}}
+	srv.start()
+	t.Cleanup(srv.stop)
+	return srv, client.New(srv.url), dbPath
+}
+
+// waitStatus polls one session's status until ok holds.
+func waitStatus(t *testing.T, c *client.Client, sid string, ok func(core.SessionStatus) bool) core.SessionStatus {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Status(t.Context(), sid)
+		if err == nil && ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never reached; last %+v %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkStore opens the database after the server stopped and checks its
+// integrity and that every run ended exactly once.
+func checkStore(t *testing.T, dbPath string) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), dbPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if res, err := st.IntegrityCheck(context.Background()); err != nil || res != "ok" {
+		t.Errorf("integrity: %s %v", res, err)
+	}
+	ends := map[string]int{}
+	var after int64
+	for {
+		evs, err := st.Events(context.Background(), store.EventQuery{After: after, Limit: 5000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			var p core.RunProps
+			if ev.Type == core.EventRunUpdated && json.Unmarshal(ev.Properties, &p) == nil && core.TerminalState(p.Run.State) {
+				ends[p.Run.ID]++
+			}
+		}
+		if len(evs) < 5000 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	for id, n := range ends {
+		if n != 1 {
+			t.Errorf("run %s ended %d times", id, n)
+		}
+	}
+}
+
+// TestKillDuringCompaction kills agentd while the model writes a summary,
+// restarts it, and checks that the run finishes with a completed
+// compaction and nothing of the transcript lost.
+func TestKillDuringCompaction(t *testing.T) {
+	srv, c, dbPath := crashNode(t, 200*time.Millisecond, `{"limit":{"context":4000,"output":500}}`)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("word ", 600)
+	for _, p := range []string{"reply:FIRST " + long, "summarysleep:10\nreply:SECOND " + long} {
+		if _, err := c.Send(ctx, s.ID, client.Prompt{Text: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SendAsync(ctx, s.ID, client.Prompt{Text: "reply:THIRD " + long}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, c, s.ID, func(st core.SessionStatus) bool { return st.Phase == core.PhaseCompacting })
+	time.Sleep(300 * time.Millisecond) // the summary is being written
+	srv.kill()
+	srv.start()
+	st, err := c.Wait(ctx, s.ID, "", time.Minute)
+	if err != nil || st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("after the restart: %+v %v", st, err)
+	}
+	msgs, err := c.Messages(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompts, cut, done int
+	for _, m := range msgs {
+		if m.Info.Summary {
+			if m.Info.Error != nil {
+				cut++
+			} else if m.Info.Completed != 0 {
+				done++
+			}
+		}
+		for _, p := range m.Parts {
+			if p.Type == core.PartText && m.Info.Role == core.RoleUser {
+				prompts++
+			}
+		}
+	}
+	if prompts != 3 || cut != 1 || done < 1 {
+		t.Errorf("prompts %d (want 3), summaries cut off %d (want 1), completed %d (want ≥ 1)", prompts, cut, done)
+	}
+	last := msgs[len(msgs)-1]
+	if !strings.Contains(textOfParts(last.Parts), "THIRD") {
+		t.Errorf("the last answer is %q", textOfParts(last.Parts))
+	}
+	srv.stop()
+	checkStore(t, dbPath)
+}
+
+// TestKillDuringTitle kills agentd while a title is being written: the
+// restarted server is consistent (the session keeps its first title, the
+// run ends once) and the next prompt writes the title.
+func TestKillDuringTitle(t *testing.T) {
+	srv, c, dbPath := crashNode(t, 200*time.Millisecond, `{"limit":{"context":100000,"output":4000}}`)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The title request sleeps as long as the run does.
+	if err := c.SendAsync(ctx, s.ID, client.Prompt{Text: "title:Lost title\nsleep:20\nreply:first"}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, c, s.ID, func(st core.SessionStatus) bool { return st.Type == core.StatusBusy })
+	time.Sleep(400 * time.Millisecond)
+	srv.kill()
+	srv.start()
+	got, err := c.Session(ctx, s.ID)
+	if err != nil || !core.IsDefaultTitle(got.Title) {
+		t.Errorf("after the restart the title is %q (%v), want the first one", got.Title, err)
+	}
+	if _, err := c.Abort(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, s.ID, client.Prompt{Text: "title:Written after the restart\nreply:second"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _ = c.Session(ctx, s.ID)
+		if got.Title == "Written after the restart" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("title = %q", got.Title)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.stop()
+	checkStore(t, dbPath)
+}
+
+func textOfParts(parts []core.Part) string {
+	var s string
+	for _, p := range parts {
+		if p.Type == core.PartText {
+			s += p.Text
+		}
+	}
+	return s
+}
