@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +25,7 @@ import (
 func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	url := fs.String("url", os.Getenv("AGENTD_URL"), "server URL (empty: embedded server)")
-	db := fs.String("db", defaultDBPath(), "database of the embedded server")
+	db := fs.String("db", "", "database of the embedded server (default: a temporary one, removed afterwards)")
 	sessionID := fs.String("session", "", "continue this session (default: a new one)")
 	model := fs.String("model", "", "provider/model to use")
 	busy := fs.String("busy", "", "busy policy: steer, queue, reject, interrupt")
@@ -36,7 +37,18 @@ func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) 
 	base := *url
 	if base == "" {
 		wd, _ := os.Getwd()
-		a, err := app.Start(context.WithoutCancel(ctx), app.Config{DBPath: *db, Host: "127.0.0.1", Port: 0,
+		dbPath := *db
+		if dbPath == "" {
+			// Never the server's database: two processes on one database
+			// would both recover its runs.
+			tmp, err := os.MkdirTemp("", "agentd-run-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			dbPath = filepath.Join(tmp, "agentd.db")
+		}
+		a, err := app.Start(context.WithoutCancel(ctx), app.Config{DBPath: dbPath, Host: "127.0.0.1", Port: 0,
 			Version: version, Directory: wd, Security: serverSecurityLoopback(),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/lockfile"
 	"github.com/agentd/agentd/internal/llm/scripted"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/store"
@@ -68,6 +69,7 @@ type App struct {
 	API    *server.Server
 
 	ln      net.Listener
+	lock    *lockfile.Lock
 	http    *http.Server
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -107,20 +109,35 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.Engine.Agents = agent.NewSet(agent.Builtins())
 	}
 
-	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
+	// One process owns a database: a second one refuses to start, naming
+	// the first, instead of recovering the same runs twice.
+	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	lock, err := lockfile.Acquire(cfg.DBPath + ".lock")
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, fmt.Errorf("database %s is in use (%w); stop that server or use another --db", cfg.DBPath, err)
+	}
 	if err != nil {
 		return nil, err
 	}
+	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	// From here on, failures release what was taken in reverse order.
+	release := func() { st.Close(); lock.Release() }
 	_, last, err := st.EventBounds(ctx)
 	if err != nil {
-		st.Close()
+		release()
 		return nil, fmt.Errorf("read event log: %w", err)
 	}
 	hub := events.NewHub(st, last, 0)
 	st.SetCommitHook(hub.Publish)
 	eng := engine.New(st, hub, cfg.Models, cfg.Tools, cfg.Engine)
 	if err := eng.Start(ctx); err != nil {
-		st.Close()
+		release()
 		return nil, err
 	}
 	if cfg.Catalog == nil {
@@ -138,10 +155,11 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		eng.Stop()
-		st.Close()
+		release()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, ln: ln}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, ln: ln, lock: lock}
+	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
 		Handler:           api.Handler(),
@@ -218,6 +236,7 @@ func (a *App) Stop(ctx context.Context) error {
 		}
 		a.wg.Wait()
 		a.stopErr = errors.Join(err, a.Store.Close())
+		a.lock.Release()
 	})
 	return a.stopErr
 }

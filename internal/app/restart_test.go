@@ -181,3 +181,22 @@ func TestCrashLoopBound(t *testing.T) {
 	}
 	checkOneEndPerRun(t, n, 1)
 }
+
+// TestOneProcessPerDatabase: a second node on the same database refuses
+// to start and names the first; once the first stops, it starts.
+func TestOneProcessPerDatabase(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	cfg := n.cfg
+	_, err := app.Start(t.Context(), cfg)
+	if err == nil {
+		t.Fatal("a second node started on the same database")
+	}
+	if !strings.Contains(err.Error(), "pid") || !strings.Contains(err.Error(), n.app.URL()) {
+		t.Errorf("the refusal does not name the owner: %v", err)
+	}
+	n2 := n.restart()
+	if _, err := n2.c.Health(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

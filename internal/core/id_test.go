@@ -50,3 +50,28 @@ func TestValidID(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValidID: the id check never panics, accepts exactly the shape the
+// server makes (prefix, underscore, 26 base62 characters) and every id the
+// server makes.
+func FuzzValidID(f *testing.F) {
+	for _, s := range []string{"msg_23a7827700011tgBrErr9uKef0", "msg_", "prt_../../etc/passwd", "ses_\x00", "msg_ffffffffffffAAAAAAAAAAAAAA", "msg_23a7827700011tgBrErr9uKef0x", "mßg_23a7827700011tgBrErr9uKe"} {
+		f.Add("msg", s)
+	}
+	f.Fuzz(func(t *testing.T, prefix, s string) {
+		ok := ValidID(prefix, s)
+		if ok {
+			if len(s) != len(prefix)+27 || s[:len(prefix)+1] != prefix+"_" {
+				t.Fatalf("accepted %q for prefix %q", s, prefix)
+			}
+			for _, c := range s[len(prefix)+1:] {
+				if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+					t.Fatalf("accepted %q with %q", s, c)
+				}
+			}
+		}
+		if prefix != "" && len(prefix) < 8 && !ValidID(prefix, NewID(prefix, false)) {
+			t.Fatalf("refused a server id with prefix %q", prefix)
+		}
+	})
+}

@@ -114,6 +114,9 @@ type Message struct {
 	// agentd's own and not part of the JSON (opencode's schema has no place
 	// for it); the store keeps it in a column of its own.
 	RunID string
+	// Seq is the message's place in its session, in the server's order of
+	// arrival (set by the store; never from a client's id).
+	Seq int64
 }
 
 type userMessageJSON struct {

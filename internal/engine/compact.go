@@ -111,7 +111,7 @@ func (r *runner) view(ctx context.Context) ([]core.MessageWithParts, error) {
 	if c := latestCompaction(msgs); c != nil {
 		keep := msgs[:0]
 		for _, m := range msgs {
-			if (c.tailStart != "" && m.Info.ID >= c.tailStart) || m.Info.ID > c.userID {
+			if c.keeps(m) {
 				keep = append(keep, m)
 			}
 		}
@@ -184,9 +184,10 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 	} else {
 		var before []core.MessageWithParts
 		for _, m := range msgs {
-			if m.Info.ID < tailStart {
-				before = append(before, m)
+			if m.Info.ID == tailStart {
+				break
 			}
+			before = append(before, m)
 		}
 		history, _ = compose(r.run.ID, before, nil)
 	}
@@ -208,7 +209,7 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 	var before func(*writer)
 	if auto {
 		user := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: r.run.SessionID, Role: core.RoleUser,
-			Created: now, Agent: agentName(r.run.Agent), Model: r.run.Model, RunID: r.run.ID}
+			Created: now, Agent: compactionAgent, Model: r.run.Model, RunID: r.run.ID}
 		part := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: user.SessionID, MessageID: user.ID,
 			Type: core.PartCompaction, Auto: true, Overflow: overflow, TailStart: tailStart}
 		userID = user.ID
@@ -222,7 +223,7 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 		}
 	}
 	msg := assistantMessage(r.run, sess, userID, now)
-	msg.Summary, msg.Mode, msg.Agent = true, "compaction", "compaction"
+	msg.Summary, msg.Mode, msg.Agent = true, compactionAgent, compactionAgent
 	if err := r.openStep(ctx, msg, before); err != nil {
 		return outcome{}, true
 	}

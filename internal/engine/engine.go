@@ -32,10 +32,17 @@ var (
 	ErrBusy = errors.New("session is busy")
 	// ErrClosed means the engine is shutting down and admits nothing.
 	ErrClosed = errors.New("server is shutting down")
-	// ErrMessageConflict means a client messageID is already used by
-	// another session.
-	ErrMessageConflict = errors.New("message id already used by another session")
 )
+
+// IDConflictError means an id a client chose is already taken by another
+// session or message; nothing was written.
+type IDConflictError struct {
+	What, ID string
+}
+
+func (e *IDConflictError) Error() string {
+	return e.What + " id " + e.ID + " is already used elsewhere; choose another or let the server choose"
+}
 
 // InputError is a prompt the engine refuses because of its content.
 type InputError struct{ Msg string }

@@ -67,14 +67,22 @@ func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done b
 }
 
 // unansweredTx reports whether a user message joined the run after the
-// step whose assistant message is stepMsgID began.
+// step whose assistant message is stepMsgID began. "After" is the
+// server's order of arrival, never the order of ids (a client chooses its
+// message ids).
 func unansweredTx(ctx context.Context, r store.Reader, run core.Run, stepMsgID string) (bool, error) {
 	msgs, err := r.RunMessages(ctx, run.ID)
 	if err != nil {
 		return false, err
 	}
+	var at int64 = -1
 	for _, m := range msgs {
-		if m.Role == core.RoleUser && m.ID > stepMsgID {
+		if m.ID == stepMsgID {
+			at = m.Seq
+		}
+	}
+	for _, m := range msgs {
+		if m.Role == core.RoleUser && at >= 0 && m.Seq > at && !isCompactionRequest(m) {
 			return true, nil
 		}
 	}

@@ -24,10 +24,15 @@ const summaryQuestion = "What did we do so far?"
 
 // compaction is the latest completed compaction of a range of messages.
 type compaction struct {
-	userID    string // the user message holding the compaction part
-	summary   string // the summary's text
-	tailStart string // first message kept verbatim ("" for none)
+	userID  string // the user message holding the compaction part
+	summary string // the summary's text
+	// keepFrom is the position of the first message kept verbatim: the
+	// compaction's tail, or what follows the compaction request.
+	keepFrom int64
 }
+
+// keeps reports whether m is kept after the compaction.
+func (c *compaction) keeps(m core.MessageWithParts) bool { return m.Info.Seq >= c.keepFrom }
 
 // latestCompaction finds the newest compaction of msgs whose summary was
 // completed; one cut off by a crash or a failure does not count.
@@ -40,6 +45,10 @@ func latestCompaction(msgs []core.MessageWithParts) *compaction {
 				parts[msgs[i].Info.ID] = &msgs[i].Parts[j]
 			}
 		}
+	}
+	seqs := make(map[string]int64, len(msgs))
+	for _, m := range msgs {
+		seqs[m.Info.ID] = m.Info.Seq
 	}
 	for _, m := range msgs {
 		info := m.Info
@@ -56,7 +65,11 @@ func latestCompaction(msgs []core.MessageWithParts) *compaction {
 				text += p.Text
 			}
 		}
-		c = &compaction{userID: info.ParentID, summary: text, tailStart: cp.TailStart}
+		keep := seqs[info.ParentID] + 1
+		if tail, ok := seqs[cp.TailStart]; ok && cp.TailStart != "" {
+			keep = tail
+		}
+		c = &compaction{userID: info.ParentID, summary: text, keepFrom: keep}
 	}
 	return c
 }
@@ -75,6 +88,13 @@ func isCompactionMessage(m core.MessageWithParts) bool {
 	return false
 }
 
+// isCompactionRequest reports whether a user message (read without its
+// parts) asks for a compaction: such messages have the compaction agent.
+func isCompactionRequest(m core.Message) bool { return m.Agent == compactionAgent }
+
+// compactionAgent names the agent of compaction requests and summaries.
+const compactionAgent = "compaction"
+
 // compose is the model's view of msgs: when they hold a completed
 // compaction, its summary and the messages from its tail on; otherwise
 // all of them. It returns the id of the latest user message of run runID.
@@ -88,7 +108,7 @@ func compose(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 		llm.Message{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentText, Text: c.summary}}})
 	var keep []core.MessageWithParts
 	for _, m := range msgs {
-		if (c.tailStart != "" && m.Info.ID >= c.tailStart) || m.Info.ID > c.userID {
+		if c.keeps(m) {
 			keep = append(keep, m)
 		}
 	}
@@ -211,8 +231,9 @@ type historyCache struct {
 }
 
 type historyEntry struct {
-	through string // id of the last message included
-	msgs    []llm.Message
+	through    string // id of the last message included
+	throughSeq int64  // and its position
+	msgs       []llm.Message
 }
 
 // drop forgets a session's view.
@@ -224,9 +245,13 @@ func (c *historyCache) drop(sessionID string) {
 
 // prefix returns the conversation before the run's first user message.
 func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run) ([]llm.Message, error) {
+	first, err := st.Message(ctx, run.SessionID, run.UserMessageID)
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	var base *historyEntry
-	if e, ok := c.entries[run.SessionID]; ok && e.through < run.UserMessageID {
+	if e, ok := c.entries[run.SessionID]; ok && e.throughSeq < first.Info.Seq {
 		base = e
 	}
 	c.mu.Unlock()
@@ -240,14 +265,14 @@ func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run
 		return nil, err
 	}
 	var out []llm.Message
-	through := ""
+	through, throughSeq := "", int64(0)
 	switch {
 	case base != nil && latestCompaction(msgs) == nil:
 		// A copy, so that runs never share a backing array.
 		out = make([]llm.Message, len(base.msgs), len(base.msgs)+len(msgs)+8)
 		copy(out, base.msgs)
 		out, _ = convert(run.ID, msgs, out)
-		through = base.through
+		through, throughSeq = base.through, base.throughSeq
 	case base != nil:
 		// A compaction arrived since: build the view afresh.
 		if msgs, err = st.Messages(ctx, run.SessionID, store.MessageQuery{Before: run.UserMessageID}); err != nil {
@@ -258,7 +283,7 @@ func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run
 		out, _ = compose(run.ID, msgs, nil)
 	}
 	if len(msgs) > 0 {
-		through = msgs[len(msgs)-1].Info.ID
+		through, throughSeq = msgs[len(msgs)-1].Info.ID, msgs[len(msgs)-1].Info.Seq
 	}
 	if through != "" {
 		c.mu.Lock()
@@ -271,7 +296,7 @@ func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run
 				break
 			}
 		}
-		c.entries[run.SessionID] = &historyEntry{through: through, msgs: out[:len(out):len(out)]}
+		c.entries[run.SessionID] = &historyEntry{through: through, throughSeq: throughSeq, msgs: out[:len(out):len(out)]}
 		c.mu.Unlock()
 	}
 	return out, nil

@@ -159,6 +159,9 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 			ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,
 			Agent: ag.Name, Model: model, System: in.System,
 		}
+		if in.Compact {
+			msg.Agent = compactionAgent
+		}
 		if msg.ID == "" {
 			msg.ID = core.NewID(core.PrefixMessage, false)
 		}
@@ -192,7 +195,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		}
 		if err := tx.InsertMessage(ctx, msg); err != nil {
 			if errors.Is(err, store.ErrConflict) {
-				return ErrMessageConflict
+				return &IDConflictError{What: "message", ID: msg.ID}
 			}
 			return err
 		}
@@ -207,6 +210,9 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 			// User text parts carry no time, as opencode's: clients such as
 			// opencode run print every text part that has ended.
 			w.part(p)
+			if errors.Is(w.err, store.ErrConflict) {
+				return &IDConflictError{What: "part", ID: p.ID}
+			}
 		}
 		if in.Compact {
 			w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: sessionID, MessageID: msg.ID, Type: core.PartCompaction})

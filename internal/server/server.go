@@ -203,6 +203,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 // storeErr maps store and engine errors to API errors.
 func (s *Server) storeErr(err error, what string) *apiError {
 	var ie *engine.InputError
+	var idc *engine.IDConflictError
 	switch {
 	case err == nil:
 		return nil
@@ -214,8 +215,8 @@ func (s *Server) storeErr(err error, what string) *apiError {
 		return &apiError{http.StatusConflict, "SessionBusyError", "session is busy and the busy policy is reject"}
 	case errors.Is(err, engine.ErrAlreadyAnswered):
 		return &apiError{http.StatusConflict, "ConflictError", err.Error()}
-	case errors.Is(err, engine.ErrMessageConflict):
-		return &apiError{http.StatusConflict, "ConflictError", err.Error()}
+	case errors.As(err, &idc):
+		return &apiError{http.StatusConflict, "ConflictError", idc.Error()}
 	case errors.Is(err, engine.ErrClosed):
 		return &apiError{http.StatusServiceUnavailable, "ServerClosingError", err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

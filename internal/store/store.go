@@ -17,8 +17,13 @@ import (
 // ErrNotFound is returned when a session, message or run does not exist.
 var ErrNotFound = errors.New("not found")
 
-// ErrConflict is returned when an insert collides with an existing row.
+// ErrConflict is returned when an insert collides with an existing row,
+// or an upsert names a row that belongs to another session or message.
 var ErrConflict = errors.New("conflict")
+
+// ErrRunEnded is returned by an update of a run that has already ended: a
+// terminal run never changes again.
+var ErrRunEnded = errors.New("run has already ended")
 
 // SessionQuery selects sessions for listing.
 type SessionQuery struct {
@@ -97,15 +102,18 @@ type Tx interface {
 	UpdateSession(ctx context.Context, s core.Session) error
 	// DeleteSession removes a session with its messages, parts and runs.
 	DeleteSession(ctx context.Context, id string) error
-	// PutMessage inserts or replaces a message's info.
+	// PutMessage inserts or replaces a message's info; ErrConflict when
+	// the id belongs to another session.
 	PutMessage(ctx context.Context, m core.Message) error
 	// InsertMessage inserts a message; ErrConflict if the id exists.
 	InsertMessage(ctx context.Context, m core.Message) error
-	// PutPart inserts or replaces a part.
+	// PutPart inserts or replaces a part; ErrConflict when the id belongs
+	// to another message.
 	PutPart(ctx context.Context, p core.Part) error
 	// InsertRun adds a run; ErrConflict if the id exists.
 	InsertRun(ctx context.Context, r core.Run) error
-	// UpdateRun replaces a run's mutable fields.
+	// UpdateRun replaces a run's mutable fields; ErrRunEnded once the
+	// stored run is terminal.
 	UpdateRun(ctx context.Context, r core.Run) error
 	// PutPermission inserts or replaces a permission request.
 	PutPermission(ctx context.Context, p core.PermissionRequest) error

@@ -95,21 +95,25 @@ func decodeRows[T any](rows *sql.Rows, what string) ([]T, error) {
 	return out, nil
 }
 
-// decodeMessages reads rows of (run_id, data): a message's run travels in
-// its own column, not in the opencode JSON.
+// messageCols are the columns decodeMessages reads.
+const messageCols = `run_id, seq, data`
+
+// decodeMessages reads rows of messageCols: a message's run and its place
+// in the session travel in columns of their own, not in the opencode JSON.
 func decodeMessages(rows *sql.Rows) ([]core.Message, error) {
 	defer rows.Close()
 	var out []core.Message
 	for rows.Next() {
 		var runID, data string
-		if err := rows.Scan(&runID, &data); err != nil {
+		var seq int64
+		if err := rows.Scan(&runID, &seq, &data); err != nil {
 			return nil, fmt.Errorf("scan messages: %w", err)
 		}
 		var m core.Message
 		if err := json.Unmarshal([]byte(data), &m); err != nil {
 			return nil, fmt.Errorf("decode messages: %w", err)
 		}
-		m.RunID = runID
+		m.RunID, m.Seq = runID, seq
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -162,21 +166,24 @@ func (r Reader) Sessions(ctx context.Context, q store.SessionQuery) ([]core.Sess
 
 // Messages implements store.Reader.
 func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQuery) ([]core.MessageWithParts, error) {
-	sqlq := `SELECT run_id, data FROM messages WHERE session_id = ?`
+	sqlq := `SELECT ` + messageCols + ` FROM messages WHERE session_id = ?`
 	args := []any{sessionID}
+	// Positions are the server's order of arrival; a message named by id
+	// is found by its position.
+	const at = `(SELECT seq FROM messages WHERE id = ? AND session_id = ?)`
 	if q.Before != "" {
-		sqlq += ` AND id < ?`
-		args = append(args, q.Before)
+		sqlq += ` AND seq < ` + at
+		args = append(args, q.Before, sessionID)
 	}
 	if q.Since != "" {
-		sqlq += ` AND id >= ?`
-		args = append(args, q.Since)
+		sqlq += ` AND seq >= ` + at
+		args = append(args, q.Since, sessionID)
 	}
 	if q.After != "" {
-		sqlq += ` AND id > ?`
-		args = append(args, q.After)
+		sqlq += ` AND seq > ` + at
+		args = append(args, q.After, sessionID)
 	}
-	sqlq += ` ORDER BY id DESC`
+	sqlq += ` ORDER BY seq DESC`
 	if q.Limit > 0 {
 		sqlq += ` LIMIT ?`
 		args = append(args, q.Limit)
@@ -200,8 +207,9 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 	if len(infos) == 0 {
 		return out, nil
 	}
-	pq := `SELECT data FROM parts WHERE session_id = ? AND message_id >= ? AND message_id <= ? ORDER BY message_id, id`
-	rows, err = r.query(ctx, pq, sessionID, out[0].Info.ID, out[len(out)-1].Info.ID)
+	pq := `SELECT p.data FROM parts p JOIN messages m ON m.id = p.message_id
+		WHERE m.session_id = ? AND m.seq >= ? AND m.seq <= ? ORDER BY m.seq, p.pos`
+	rows, err = r.query(ctx, pq, sessionID, out[0].Info.Seq, out[len(out)-1].Info.Seq)
 	if err != nil {
 		return nil, fmt.Errorf("list parts: %w", err)
 	}
@@ -219,7 +227,7 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 
 // RunMessages implements store.Reader.
 func (r Reader) RunMessages(ctx context.Context, runID string) ([]core.Message, error) {
-	rows, err := r.query(ctx, `SELECT run_id, data FROM messages WHERE run_id = ? ORDER BY id`, runID)
+	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE run_id = ? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list run messages: %w", err)
 	}
@@ -229,7 +237,7 @@ func (r Reader) RunMessages(ctx context.Context, runID string) ([]core.Message, 
 // Message implements store.Reader.
 func (r Reader) Message(ctx context.Context, sessionID, messageID string) (core.MessageWithParts, error) {
 	var m core.MessageWithParts
-	rows, err := r.query(ctx, `SELECT run_id, data FROM messages WHERE id = ? AND session_id = ?`, messageID, sessionID)
+	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, messageID, sessionID)
 	if err != nil {
 		return m, fmt.Errorf("get message: %w", err)
 	}
@@ -241,7 +249,7 @@ func (r Reader) Message(ctx context.Context, sessionID, messageID string) (core.
 		return m, store.ErrNotFound
 	}
 	m.Info = infos[0]
-	rows, err = r.query(ctx, `SELECT data FROM parts WHERE message_id = ? ORDER BY id`, messageID)
+	rows, err = r.query(ctx, `SELECT data FROM parts WHERE message_id = ? ORDER BY pos`, messageID)
 	if err != nil {
 		return m, fmt.Errorf("list parts: %w", err)
 	}
@@ -274,7 +282,10 @@ func (r Reader) Runs(ctx context.Context, sessionID string, limit int) ([]core.R
 	return decodeRows[core.Run](rows, "runs")
 }
 
-const activeStates = `state IN ('queued', 'running', 'retrying')`
+const (
+	activeStates   = `state IN ('queued', 'running', 'retrying')`
+	terminalStates = `state IN ('succeeded', 'failed', 'interrupted')`
+)
 
 // ActiveRuns implements store.Reader.
 func (r Reader) ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, error) {
@@ -481,13 +492,37 @@ func (t *Tx) DeleteSession(ctx context.Context, id string) error {
 	return t.update(ctx, "session", `DELETE FROM sessions WHERE id = ?`, id)
 }
 
+// nextSeq and nextPos are the next positions of a message in its session
+// and of a part in its message (each takes the owner's id).
+const (
+	nextSeq = `(SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?)`
+	nextPos = `(SELECT COALESCE(MAX(pos), 0) + 1 FROM parts WHERE message_id = ?)`
+)
+
+// affected turns an upsert that changed no row (its id belongs to another
+// owner) into ErrConflict.
+func affected(res sql.Result, err error, what string) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, store.ErrConflict)
+	}
+	return nil
+}
+
 // InsertMessage implements store.Tx.
 func (t *Tx) InsertMessage(ctx context.Context, m core.Message) error {
 	data, err := encode(m)
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, "message", `INSERT INTO messages (id, session_id, run_id, role, data) VALUES (?, ?, ?, ?, ?)`, m.ID, m.SessionID, m.RunID, m.Role, data)
+	return t.insert(ctx, "message", `INSERT INTO messages (id, session_id, run_id, role, seq, data) VALUES (?, ?, ?, ?, `+nextSeq+`, ?)`,
+		m.ID, m.SessionID, m.RunID, m.Role, m.SessionID, data)
 }
 
 // PutMessage implements store.Tx.
@@ -496,11 +531,12 @@ func (t *Tx) PutMessage(ctx context.Context, m core.Message) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(ctx, `INSERT INTO messages (id, session_id, run_id, role, data) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, data = excluded.data`, m.ID, m.SessionID, m.RunID, m.Role, data)
-	if err != nil {
-		return fmt.Errorf("put message %s: %w", m.ID, err)
-	}
-	return nil
+	// An id of another session is never overwritten: the update applies
+	// only within the message's own session.
+	res, err := t.exec(ctx, `INSERT INTO messages (id, session_id, run_id, role, seq, data) VALUES (?, ?, ?, ?, `+nextSeq+`, ?)
+		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, data = excluded.data WHERE messages.session_id = excluded.session_id`,
+		m.ID, m.SessionID, m.RunID, m.Role, m.SessionID, data)
+	return affected(res, err, "put message "+m.ID)
 }
 
 // PutPart implements store.Tx.
@@ -509,11 +545,11 @@ func (t *Tx) PutPart(ctx context.Context, p core.Part) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(ctx, `INSERT INTO parts (id, message_id, session_id, data) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data`, p.ID, p.MessageID, p.SessionID, data)
-	if err != nil {
-		return fmt.Errorf("put part %s: %w", p.ID, err)
-	}
-	return nil
+	// A part id of another message is never overwritten.
+	res, err := t.exec(ctx, `INSERT INTO parts (id, message_id, session_id, pos, data) VALUES (?, ?, ?, `+nextPos+`, ?)
+		ON CONFLICT (id) DO UPDATE SET data = excluded.data WHERE parts.message_id = excluded.message_id AND parts.session_id = excluded.session_id`,
+		p.ID, p.MessageID, p.SessionID, p.MessageID, data)
+	return affected(res, err, "put part "+p.ID)
 }
 
 // InsertRun implements store.Tx.
@@ -532,7 +568,25 @@ func (t *Tx) UpdateRun(ctx context.Context, r core.Run) error {
 	if err != nil {
 		return err
 	}
-	return t.update(ctx, "run", `UPDATE runs SET state = ?, ended_ms = ?, data = ? WHERE id = ?`, r.State, r.Time.Ended, data, r.ID)
+	// A run that has ended is never changed again, whatever the caller
+	// believes: the write is conditional on the stored state.
+	res, err := t.exec(ctx, `UPDATE runs SET state = ?, ended_ms = ?, data = ? WHERE id = ? AND NOT `+terminalStates,
+		r.State, r.Time.Ended, data, r.ID)
+	if err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, err)
+	} else if n == 1 {
+		return nil
+	}
+	var state string
+	if err := t.queryRow(ctx, `SELECT state FROM runs WHERE id = ?`, r.ID).Scan(&state); errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	} else if err != nil {
+		return fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	return fmt.Errorf("update run %s (%s): %w", r.ID, state, store.ErrRunEnded)
 }
 
 // PutPermission implements store.Tx.

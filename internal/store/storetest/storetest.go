@@ -41,6 +41,9 @@ func Exercise(t *testing.T, open Opener) {
 		"SurvivesReopen":        testReopen,
 		"ConcurrentWriters":     testConcurrentWriters,
 		"Permissions":           testPermissions,
+		"ServerOrderNotIDs":     testServerOrder,
+		"IDsScopedToOwner":      testScopedIDs,
+		"EndedRunNeverChanges":  testEndedRun,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -195,6 +198,7 @@ func testMessagesAndParts(t *testing.T, s store.Store, _ func() store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	u.Seq, a.Seq = 1, 2
 	want := []core.MessageWithParts{{Info: u, Parts: []core.Part{p1}}, {Info: a, Parts: []core.Part{tool}}}
 	if diff := cmp.Diff(want, msgs, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
@@ -224,6 +228,7 @@ func testMessagesAndParts(t *testing.T, s store.Store, _ func() store.Store) {
 		}
 		return tx.PutMessage(ctx(t), a2)
 	})
+	u2.Seq, a2.Seq = 3, 4
 	rm, err := s.RunMessages(ctx(t), "run_x")
 	if err != nil {
 		t.Fatal(err)
@@ -627,5 +632,109 @@ func testPermissions(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 	if _, err := s.Permission(ctx(t), "per_nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("missing permission: %v", err)
+	}
+}
+
+// testServerOrder: messages and parts come back in the order the server
+// stored them, whatever their ids say (a client may choose ids that sort
+// anywhere).
+func testServerOrder(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	late := userMessage(sess.ID)
+	late.ID = "msg_ffffffffffff" + late.ID[16:] // sorts after every real id
+	early := userMessage(sess.ID)
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.InsertMessage(ctx(t), late); err != nil {
+			return err
+		}
+		for _, text := range []string{"z", "a"} {
+			p := textPart(late, text)
+			if text == "z" {
+				p.ID = "prt_ffffffffffff" + p.ID[16:]
+			}
+			if err := tx.PutPart(ctx(t), p); err != nil {
+				return err
+			}
+		}
+		return tx.InsertMessage(ctx(t), early)
+	})
+	msgs, err := s.Messages(ctx(t), sess.ID, store.MessageQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || msgs[0].Info.ID != late.ID || msgs[1].Info.ID != early.ID || msgs[0].Info.Seq >= msgs[1].Info.Seq {
+		t.Fatalf("messages out of the server's order: %+v", msgs)
+	}
+	if msgs[0].Parts[0].Text != "z" || msgs[0].Parts[1].Text != "a" {
+		t.Errorf("parts out of the server's order: %q, %q", msgs[0].Parts[0].Text, msgs[0].Parts[1].Text)
+	}
+	after, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{After: late.ID})
+	if len(after) != 1 || after[0].Info.ID != early.ID {
+		t.Errorf("messages after the first stored: %d", len(after))
+	}
+	since, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{Since: early.ID})
+	if len(since) != 1 {
+		t.Errorf("messages since the last stored: %d", len(since))
+	}
+}
+
+// testScopedIDs: a message or part id of one session can never be
+// written from another; the upsert answers ErrConflict and changes
+// nothing.
+func testScopedIDs(t *testing.T, s store.Store, _ func() store.Store) {
+	a, b := NewSession("/a", time.Now().UnixMilli()), NewSession("/b", time.Now().UnixMilli())
+	insertSession(t, s, a)
+	insertSession(t, s, b)
+	ma, mb := userMessage(a.ID), userMessage(b.ID)
+	pa := textPart(ma, "mine")
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.InsertMessage(ctx(t), ma); err != nil {
+			return err
+		}
+		if err := tx.InsertMessage(ctx(t), mb); err != nil {
+			return err
+		}
+		return tx.PutPart(ctx(t), pa)
+	})
+	steal := pa
+	steal.SessionID, steal.MessageID, steal.Text = b.ID, mb.ID, "stolen"
+	if err := s.Tx(ctx(t), func(tx store.Tx) error { return tx.PutPart(ctx(t), steal) }); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("part id of another session: err = %v, want ErrConflict", err)
+	}
+	other := ma
+	other.SessionID = b.ID
+	if err := s.Tx(ctx(t), func(tx store.Tx) error { return tx.PutMessage(ctx(t), other) }); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("message id of another session: err = %v, want ErrConflict", err)
+	}
+	got, err := s.Message(ctx(t), a.ID, ma.ID)
+	if err != nil || len(got.Parts) != 1 || got.Parts[0].Text != "mine" {
+		t.Errorf("the first session's message changed: %+v %v", got, err)
+	}
+}
+
+// testEndedRun: once a run is terminal, no update moves it again.
+func testEndedRun(t *testing.T, s store.Store, _ func() store.Store) {
+	now := time.Now().UnixMilli()
+	sess := NewSession("/a", now)
+	insertSession(t, s, sess)
+	r := newRun(sess.ID, core.RunRunning, now)
+	mustTx(t, s, func(tx store.Tx) error { return tx.InsertRun(ctx(t), r) })
+	r.State, r.Time.Ended = core.RunSucceeded, now+1
+	mustTx(t, s, func(tx store.Tx) error { return tx.UpdateRun(ctx(t), r) })
+	for _, state := range []string{core.RunRunning, core.RunFailed, core.RunSucceeded} {
+		again := r
+		again.State = state
+		err := s.Tx(ctx(t), func(tx store.Tx) error { return tx.UpdateRun(ctx(t), again) })
+		if !errors.Is(err, store.ErrRunEnded) {
+			t.Errorf("update of an ended run to %s: err = %v, want ErrRunEnded", state, err)
+		}
+	}
+	got, err := s.Run(ctx(t), r.ID)
+	if err != nil || got.State != core.RunSucceeded || got.Time.Ended != now+1 {
+		t.Errorf("ended run = %+v %v", got, err)
+	}
+	if err := s.Tx(ctx(t), func(tx store.Tx) error { return tx.UpdateRun(ctx(t), newRun(sess.ID, core.RunRunning, now)) }); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("update of a missing run: err = %v", err)
 	}
 }

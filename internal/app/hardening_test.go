@@ -1,0 +1,89 @@
+package app_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/core"
+)
+
+// futureID is a well-formed id whose time bits are ahead of the server's
+// clock, as a client with a fast clock would make.
+func futureID(prefix string, ahead time.Duration) string {
+	v := uint64(time.Now().Add(ahead).UnixMilli()) * 4096
+	return fmt.Sprintf("%s_%012x%s", prefix, v&0xffffffffffff, "AAAAAAAAAAAAAA")
+}
+
+// TestClientIDsDoNotOrder: a client message id that sorts after every id
+// the server makes (its clock a minute fast) changes nothing: the run
+// answers it in one step, not one step per message the server adds.
+func TestClientIDsDoNotOrder(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	m, err := n.c.Send(t.Context(), sid, client.Prompt{Text: "reply:quick", MessageID: futureID("msg", time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if textOf(m) != "quick" {
+		t.Errorf("answer = %q", textOf(m))
+	}
+	runs, _ := n.c.Runs(t.Context(), sid)
+	if runs[0].Steps != 1 || runs[0].State != core.RunSucceeded {
+		t.Errorf("run took %d steps and ended %s; want 1 and succeeded", runs[0].Steps, runs[0].State)
+	}
+	msgs := mustMessages(t, n, sid)
+	if msgs[0].Info.Role != core.RoleUser || msgs[len(msgs)-1].Info.Role != core.RoleAssistant {
+		t.Error("the transcript is not in the order things happened")
+	}
+}
+
+// TestClientIDsCannotCrossSessions: a part id that exists in another
+// session is refused with 409, and that session's part is untouched.
+func TestClientIDsCannotCrossSessions(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	victim := n.session()
+	n.send(victim, "reply:secret answer")
+	var victimPart core.Part
+	for _, m := range mustMessages(t, n, victim) {
+		for _, p := range m.Parts {
+			if p.Type == core.PartText && m.Info.Role == core.RoleAssistant {
+				victimPart = p
+			}
+		}
+	}
+	attacker := n.session()
+	body := fmt.Sprintf(`{"parts":[{"id":%q,"type":"text","text":"reply:overwritten"}]}`, victimPart.ID)
+	resp, err := http.Post(n.app.URL()+"/session/"+attacker+"/message", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("reusing another session's part id answered %d: %s", resp.StatusCode, b)
+	}
+	for _, m := range mustMessages(t, n, victim) {
+		for _, p := range m.Parts {
+			if p.ID == victimPart.ID && p.Text != "secret answer" {
+				t.Errorf("the other session's part became %q", p.Text)
+			}
+		}
+	}
+	if msgs := mustMessages(t, n, attacker); len(msgs) != 0 {
+		t.Errorf("the refused prompt left %d messages", len(msgs))
+	}
+	// A message id of another session is refused too.
+	_, err = n.c.Send(t.Context(), attacker, client.Prompt{Text: "reply:x", MessageID: mustMessages(t, n, victim)[0].Info.ID})
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.StatusCode != http.StatusConflict {
+		t.Errorf("reusing another session's message id: %v", err)
+	}
+}
