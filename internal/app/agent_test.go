@@ -247,7 +247,7 @@ func TestAgents(t *testing.T) {
 // the read tool may then read in pieces without asking.
 func TestToolOutputBounded(t *testing.T) {
 	t.Parallel()
-	n, fake := modelNode(t, providerKinds[0], "", "")
+	n, fake := modelNode(t, providerKinds[0], "", `, "permission": {"bash": "allow"}`)
 	var sb strings.Builder
 	for i := range 100000 {
 		fmt.Fprintf(&sb, "line %d\n", i)

@@ -1,6 +1,9 @@
 package app_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,5 +192,56 @@ func TestAbortWhileWaitingPermission(t *testing.T) {
 	}
 	if st := n.status(sid); st.Last.Reason != core.ReasonAborted {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+// TestClientRulesOnlyNarrow: a session's own rules cannot allow what the
+// operator denies (or asks), but can narrow what it allows.
+func TestClientRulesOnlyNarrow(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) {
+		c.Engine.Permission = []core.Rule{{Permission: "bash", Pattern: "*", Action: core.ActionDeny}}
+	})
+	var sess client.Session
+	body := `{"permission":[{"permission":"*","pattern":"*","action":"allow"},{"permission":"read","pattern":"*","action":"deny"}]}`
+	resp, err := http.Post(n.app.URL()+"/session", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&sess)
+	resp.Body.Close()
+	marker := filepath.Join(n.cfg.Directory, "ran")
+	m := n.send(sess.ID, fmt.Sprintf(`tool:bash:{"command":"touch %s"}`, marker))
+	if _, err := os.Stat(marker); err == nil || !strings.Contains(textOf(m), "permission denied") {
+		t.Errorf("a session's allow-all overrode the operator's bash deny: %q", textOf(m))
+	}
+	os.WriteFile(filepath.Join(n.cfg.Directory, "f.txt"), []byte("x"), 0o644)
+	m = n.send(sess.ID, `tool:read:{"filePath":"f.txt"}`)
+	if !strings.Contains(textOf(m), "permission denied") {
+		t.Errorf("the session's own read deny was not applied: %q", textOf(m))
+	}
+}
+
+// TestBashAsksByDefault: with no rule from the operator, bash asks; an
+// "always" answer then allows that command for the session.
+func TestBashAsksByDefault(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) { c.Engine.Permission = nil })
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:bash:{"command":"cat /etc/hostname"}`}); err != nil {
+		t.Fatal(err)
+	}
+	req := n.waitPermission(sid)
+	if req.Permission != "bash" {
+		t.Fatalf("asked %q", req.Permission)
+	}
+	if err := n.c.ReplyPermission(t.Context(), req.ID, "always", ""); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(sid)
+	// The grant covers the next call of the same command.
+	m := n.send(sid, `tool:bash:{"command":"cat /etc/hostname"}`)
+	if strings.Contains(textOf(m), "permission") || n.status(sid).Last.Outcome != core.RunSucceeded {
+		t.Errorf("the granted command asked again or failed: %q", textOf(m))
 	}
 }

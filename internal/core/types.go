@@ -25,9 +25,13 @@ type Session struct {
 	// Cost and Tokens total the session's model calls.
 	Cost   float64 `json:"cost"`
 	Tokens Tokens  `json:"tokens"`
-	// Permission holds the session's own rules, added to the configured
-	// ones (and grown by "always" replies).
+	// Permission holds the rules the client gave the session. They may
+	// only narrow what the operator's rules allow.
 	Permission []Rule `json:"permission,omitempty"`
+	// Granted holds the allow rules of "always" answers to the session's
+	// permission requests. They turn an operator's ask into allow, never
+	// a deny. agentd's own; the store keeps them beside the JSON.
+	Granted []Rule `json:"-"`
 }
 
 // SessionModel is the model of a session, in opencode's shape.

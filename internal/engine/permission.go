@@ -19,12 +19,11 @@ var ErrAlreadyAnswered = errors.New("permission request was already answered")
 // doom_loop permission.
 const doomLoopRepeats = 3
 
-// rules are a run's permission rules, later ones winning: the defaults,
-// the configuration's, the agent's, the session's.
-func (r *runner) rules(sess core.Session) []core.Rule {
+// operatorRules are a run's rules from the operator's side, later ones
+// winning: the defaults, the configuration's, the agent's.
+func (r *runner) operatorRules() []core.Rule {
 	rules := append(permission.Defaults(), r.e.cfg.Permission...)
-	rules = append(rules, r.agent.Permission...)
-	return append(rules, sess.Permission...)
+	return append(rules, r.agent.Permission...)
 }
 
 // authorize decides whether a tool call may run. It returns a result for
@@ -51,7 +50,7 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 	for _, need := range needs {
 		action := core.ActionAllow
 		for _, pat := range need.Patterns {
-			switch permission.Evaluate(r.rules(sess), need.Permission, pat) {
+			switch permission.Decide(r.operatorRules(), sess.Permission, sess.Granted, need.Permission, pat) {
 			case core.ActionDeny:
 				action = core.ActionDeny
 			case core.ActionAsk:
@@ -189,7 +188,7 @@ func (e *Engine) Reply(ctx context.Context, id, reply, message string) error {
 				return err
 			}
 			for _, pat := range req.Always {
-				sess.Permission = append(sess.Permission, core.Rule{Permission: req.Permission, Pattern: pat, Action: core.ActionAllow})
+				sess.Granted = append(sess.Granted, core.Rule{Permission: req.Permission, Pattern: pat, Action: core.ActionAllow})
 			}
 			sess.Time.Updated = e.now()
 			w.session(sess)

@@ -13,15 +13,54 @@ import (
 	"github.com/agentd/agentd/internal/core"
 )
 
-// Defaults are what a user of opencode expects: work inside the workspace
-// is allowed, reaching outside it and repeating the same call in a loop
-// are asked.
+// Defaults are safe for a server that can be driven over HTTP: work inside
+// the workspace is allowed; shell commands (which nothing confines to the
+// workspace), reaching outside it and repeating the same call in a loop
+// are asked. An operator allows bash in the configuration.
 func Defaults() []core.Rule {
 	return []core.Rule{
 		{Permission: "*", Pattern: "*", Action: core.ActionAllow},
+		{Permission: "bash", Pattern: "*", Action: core.ActionAsk},
 		{Permission: "external_directory", Pattern: "*", Action: core.ActionAsk},
 		{Permission: "doom_loop", Pattern: "*", Action: core.ActionAsk},
 	}
+}
+
+// Decide combines the operator's rules (defaults, configuration, agent)
+// with a session's: the rules its client gave may only narrow (allow to
+// ask or deny, ask to deny), and rules granted by "always" answers may
+// only turn an ask into allow. An operator's deny always wins.
+func Decide(operator, client, granted []core.Rule, permission, pattern string) string {
+	op := Evaluate(operator, permission, pattern)
+	if op == core.ActionDeny {
+		return core.ActionDeny
+	}
+	if c, ok := lastMatch(client, permission, pattern); ok && stricter(c, op) {
+		op = c
+	}
+	if op == core.ActionAsk {
+		if g, ok := lastMatch(granted, permission, pattern); ok && g == core.ActionAllow {
+			return core.ActionAllow
+		}
+	}
+	return op
+}
+
+// lastMatch is the action of the last rule matching, if any matches.
+func lastMatch(rules []core.Rule, permission, pattern string) (string, bool) {
+	action, ok := "", false
+	for _, r := range rules {
+		if Match(r.Permission, permission) && Match(r.Pattern, pattern) {
+			action, ok = r.Action, true
+		}
+	}
+	return action, ok
+}
+
+// stricter reports whether a is stricter than b (deny > ask > allow).
+func stricter(a, b string) bool {
+	rank := map[string]int{core.ActionAllow: 0, core.ActionAsk: 1, core.ActionDeny: 2}
+	return rank[a] > rank[b]
 }
 
 // Evaluate returns the action of the last rule matching permission and

@@ -137,7 +137,7 @@ func TestTorture(t *testing.T) {
 	defer hs.Close()
 	cfgPath := filepath.Join(dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
-		"agentd":{"retry":{"maxAttempts":4}}}`), 0o644)
+		"permission":{"bash":"allow"},"agentd":{"retry":{"maxAttempts":4}}}`), 0o644)
 	port := freePort(t)
 	dbPath := filepath.Join(dir, "agentd.db")
 	logFile, _ := os.Create(filepath.Join(dir, "agentd.log"))

@@ -137,16 +137,52 @@ func (r Reader) one(ctx context.Context, v any, what, q string, args ...any) err
 	return nil
 }
 
+// decodeSessions reads rows of (data, granted): the rules granted by
+// "always" answers are agentd's own and kept beside the opencode JSON.
+func decodeSessions(rows *sql.Rows) ([]core.Session, error) {
+	defer rows.Close()
+	var out []core.Session
+	for rows.Next() {
+		var data, granted string
+		if err := rows.Scan(&data, &granted); err != nil {
+			return nil, fmt.Errorf("scan sessions: %w", err)
+		}
+		var s core.Session
+		if err := json.Unmarshal([]byte(data), &s); err != nil {
+			return nil, fmt.Errorf("decode sessions: %w", err)
+		}
+		if granted != "[]" {
+			if err := json.Unmarshal([]byte(granted), &s.Granted); err != nil {
+				return nil, fmt.Errorf("decode granted rules: %w", err)
+			}
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}
+
 // Session implements store.Reader.
 func (r Reader) Session(ctx context.Context, id string) (core.Session, error) {
-	var s core.Session
-	err := r.one(ctx, &s, "session", `SELECT data FROM sessions WHERE id = ?`, id)
-	return s, err
+	rows, err := r.query(ctx, `SELECT data, granted FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return core.Session{}, fmt.Errorf("get session: %w", err)
+	}
+	list, err := decodeSessions(rows)
+	if err != nil {
+		return core.Session{}, err
+	}
+	if len(list) == 0 {
+		return core.Session{}, store.ErrNotFound
+	}
+	return list[0], nil
 }
 
 // Sessions implements store.Reader.
 func (r Reader) Sessions(ctx context.Context, q store.SessionQuery) ([]core.Session, error) {
-	sqlq := `SELECT data FROM sessions`
+	sqlq := `SELECT data, granted FROM sessions`
 	var args []any
 	if q.Directory != "" {
 		sqlq += ` WHERE directory = ?`
@@ -161,7 +197,7 @@ func (r Reader) Sessions(ctx context.Context, q store.SessionQuery) ([]core.Sess
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	return decodeRows[core.Session](rows, "sessions")
+	return decodeSessions(rows)
 }
 
 // Messages implements store.Reader.
@@ -462,8 +498,19 @@ func (t *Tx) InsertSession(ctx context.Context, s core.Session) error {
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, "session", `INSERT INTO sessions (id, directory, created_ms, updated_ms, data) VALUES (?, ?, ?, ?, ?)`,
-		s.ID, s.Directory, s.Time.Created, s.Time.Updated, data)
+	granted, err := encodeRules(s.Granted)
+	if err != nil {
+		return err
+	}
+	return t.insert(ctx, "session", `INSERT INTO sessions (id, directory, created_ms, updated_ms, data, granted) VALUES (?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Directory, s.Time.Created, s.Time.Updated, data, granted)
+}
+
+func encodeRules(rules []core.Rule) (string, error) {
+	if rules == nil {
+		return "[]", nil
+	}
+	return encode(rules)
 }
 
 // UpdateSession implements store.Tx.
@@ -472,8 +519,12 @@ func (t *Tx) UpdateSession(ctx context.Context, s core.Session) error {
 	if err != nil {
 		return err
 	}
-	return t.update(ctx, "session", `UPDATE sessions SET directory = ?, updated_ms = ?, data = ? WHERE id = ?`,
-		s.Directory, s.Time.Updated, data, s.ID)
+	granted, err := encodeRules(s.Granted)
+	if err != nil {
+		return err
+	}
+	return t.update(ctx, "session", `UPDATE sessions SET directory = ?, updated_ms = ?, data = ?, granted = ? WHERE id = ?`,
+		s.Directory, s.Time.Updated, data, granted, s.ID)
 }
 
 // DeleteSession implements store.Tx.

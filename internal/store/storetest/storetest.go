@@ -44,6 +44,7 @@ func Exercise(t *testing.T, open Opener) {
 		"ServerOrderNotIDs":     testServerOrder,
 		"IDsScopedToOwner":      testScopedIDs,
 		"EndedRunNeverChanges":  testEndedRun,
+		"GrantedRulesKept":      testGranted,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -736,5 +737,25 @@ func testEndedRun(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 	if err := s.Tx(ctx(t), func(tx store.Tx) error { return tx.UpdateRun(ctx(t), newRun(sess.ID, core.RunRunning, now)) }); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("update of a missing run: err = %v", err)
+	}
+}
+
+// testGranted: the rules "always" answers granted are kept with the
+// session, apart from its JSON.
+func testGranted(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	sess.Granted = []core.Rule{{Permission: "bash", Pattern: "git *", Action: core.ActionAllow}}
+	mustTx(t, s, func(tx store.Tx) error { return tx.UpdateSession(ctx(t), sess) })
+	got, err := s.Session(ctx(t), sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sess.Granted, got.Granted); diff != "" {
+		t.Errorf("granted rules (-want +got):\n%s", diff)
+	}
+	list, _ := s.Sessions(ctx(t), store.SessionQuery{})
+	if len(list) != 1 || len(list[0].Granted) != 1 {
+		t.Errorf("listed session lost its granted rules: %+v", list)
 	}
 }
