@@ -41,6 +41,10 @@ func cmdServe(ctx context.Context, args []string) error {
 	resume := fs.Bool("resume", true, "resume runs cut off by a crash or restart (false: end them interrupted)")
 	maxSteps := fs.Int("max-steps", 0, "steps after which a run ends failed/max_steps (default 50)")
 	configPath := fs.String("config", "", "configuration file (agentd.json, opencode keys)")
+	cors := fs.String("cors", "", "browser origins allowed besides the server's own, comma-separated")
+	tlsCert := fs.String("tls-cert", "", "certificate file: serve HTTPS (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "private key file of --tls-cert")
+	maxConns := fs.Int("max-conns", 1024, "connections served at once; more are answered 503")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
 	}
@@ -53,6 +57,14 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, o := range strings.Split(*cors, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			sec.Origins = append(sec.Origins, o)
+		}
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return err
@@ -63,7 +75,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	cfg := app.Config{
 		DBPath: *db, Host: *host, Port: *port, Version: version, Directory: wd,
-		Security: sec, Logger: log,
+		Security: sec, Logger: log, TLSCert: *tlsCert, TLSKey: *tlsKey, MaxConns: *maxConns,
 	}
 	if d, err := os.UserConfigDir(); err == nil {
 		cfg.Engine.GlobalDir = filepath.Join(d, "agentd")
@@ -117,7 +129,8 @@ func securityFromEnv(host string) (server.Security, error) {
 		Password: firstEnv("AGENTD_SERVER_PASSWORD", "OPENCODE_SERVER_PASSWORD"),
 		Username: firstEnv("AGENTD_SERVER_USERNAME", "OPENCODE_SERVER_USERNAME"),
 	}
-	loop := server.IsLoopbackHost(host)
+	// Loopback by what the name resolves to, not by its spelling.
+	loop := server.ResolvesToLoopback(host)
 	sec.LoopbackOnly = loop
 	if !loop && sec.Password == "" {
 		return sec, fmt.Errorf("refusing to listen on %s without a password: set AGENTD_SERVER_PASSWORD (HTTP basic auth), or listen on 127.0.0.1", host)

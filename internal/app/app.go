@@ -58,6 +58,10 @@ type Config struct {
 	// Catalog describes the models and configuration to opencode's
 	// clients; nil means one built from an empty configuration.
 	Catalog *server.Catalog
+	// TLSCert and TLSKey, when set, serve HTTPS.
+	TLSCert, TLSKey string
+	// MaxConns bounds the connections served at once (default 1024).
+	MaxConns int
 }
 
 // App is a running agentd node.
@@ -158,19 +162,28 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		release()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 1024
+	}
+	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
 	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, ln: ln, lock: lock}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
 		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return a.baseCtx },
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
-		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return a.http.Serve(ln) }
+		if cfg.TLSCert != "" {
+			serve = func() error { return a.http.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey) }
+		}
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cfg.Logger.Error("http server", "err", err)
 		}
 	}()
@@ -196,7 +209,12 @@ func paths(dbPath string) server.Paths {
 }
 
 // URL is the base URL the node listens on.
-func (a *App) URL() string { return "http://" + a.ln.Addr().String() }
+func (a *App) URL() string {
+	if a.cfg.TLSCert != "" {
+		return "https://" + a.ln.Addr().String()
+	}
+	return "http://" + a.ln.Addr().String()
+}
 
 // Addr is the listener's address.
 func (a *App) Addr() net.Addr { return a.ln.Addr() }

@@ -1,13 +1,26 @@
 package app_test
 
 import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/app"
 
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/core"
@@ -85,5 +98,84 @@ func TestClientIDsCannotCrossSessions(t *testing.T) {
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.StatusCode != http.StatusConflict {
 		t.Errorf("reusing another session's message id: %v", err)
+	}
+}
+
+// TestConnectionCap: connections beyond the cap are answered 503 at once,
+// and the place is given back when a connection closes.
+func TestConnectionCap(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) { c.MaxConns = 2 })
+	addr := strings.TrimPrefix(n.app.URL(), "http://")
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	// Both places are taken once the server has accepted them.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		fmt.Fprintf(c, "GET /global/health HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if strings.Contains(line, "503") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a third connection was served: %q", line)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		if _, err := n.c.Health(t.Context()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the places were not given back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTLS: with a certificate the node serves HTTPS only.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	n := startNode(t, func(c *app.Config) { c.TLSCert, c.TLSKey = certFile, keyFile })
+	if !strings.HasPrefix(n.app.URL(), "https://") {
+		t.Fatalf("url = %s", n.app.URL())
+	}
+	pool := x509.NewCertPool()
+	cert, _ := x509.ParseCertificate(der)
+	pool.AddCert(cert)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	defer tr.CloseIdleConnections()
+	c := client.New(n.app.URL())
+	c.HTTP = &http.Client{Transport: tr}
+	if _, err := c.Health(t.Context()); err != nil {
+		t.Fatalf("over TLS: %v", err)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,6 +38,24 @@ func (s *Server) directory(r *http.Request) (string, *apiError) {
 		return "", badRequest("directory: %q must be an absolute path", d)
 	}
 	return filepath.Clean(d), nil
+}
+
+// workspace checks that dir can be a session's workspace: an existing
+// directory other than the filesystem's root, resolved as it will be used.
+func workspace(dir string) *apiError {
+	if dir == string(filepath.Separator) {
+		return badRequest("directory: / cannot be a workspace; choose a project's directory")
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return badRequest("directory: %s does not exist", dir)
+	case err != nil:
+		return badRequest("directory: %s: %v", dir, err)
+	case !st.IsDir():
+		return badRequest("directory: %s is not a directory", dir)
+	}
+	return nil
 }
 
 func queryInt(r *http.Request, name string, def, lo, hi int) (int, *apiError) {
@@ -124,6 +144,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 	dir, e := s.directory(r)
 	if e != nil {
 		return e
+	}
+	if r.URL.Query().Get("directory") != "" || r.Header.Get("x-opencode-directory") != "" {
+		// A client's directory must be a real workspace; the server's own
+		// is its working directory.
+		if e := workspace(dir); e != nil {
+			return e
+		}
 	}
 	now := time.Now()
 	sess := core.Session{
@@ -310,7 +337,10 @@ func parseTimeout(r *http.Request, def, maxD time.Duration) (time.Duration, *api
 		}
 		d = time.Duration(f * float64(time.Second))
 	}
-	return min(max(d, 0), maxD), nil
+	if d < 0 {
+		return 0, badRequest("timeout: %q is negative", v)
+	}
+	return min(d, maxD), nil
 }
 
 func (s *Server) wait(w http.ResponseWriter, r *http.Request) *apiError {

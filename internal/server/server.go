@@ -5,8 +5,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -154,6 +157,10 @@ func (s *Server) dispatch(rts []route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, rt := range rts {
 			if r.Method == rt.method || (r.Method == http.MethodHead && rt.method == http.MethodGet) {
+				if !longRoute(rt) {
+					// A client that stops reading cannot hold a handler.
+					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+				}
 				if e := rt.h(w, r); e != nil {
 					writeError(w, e)
 				}
@@ -165,22 +172,56 @@ func (s *Server) dispatch(rts []route) http.Handler {
 	})
 }
 
+// Timeouts of one request: reading its body, and writing the answer of
+// a route that answers at once (streams and waits are exempt).
+const (
+	bodyTimeout  = 30 * time.Second
+	writeTimeout = 60 * time.Second
+)
+
+// longRoute reports whether a route answers late on purpose: event
+// streams, and the routes that wait for a run.
+func longRoute(rt route) bool {
+	return strings.HasSuffix(rt.pattern, "/event") || rt.method == http.MethodPost &&
+		(strings.HasSuffix(rt.pattern, "/message") || strings.HasSuffix(rt.pattern, "/wait") || strings.HasSuffix(rt.pattern, "/summarize"))
+}
+
 // Handler returns the API with its middleware.
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = s.mux
-	h = s.limitBody(h)
+	h = s.readBody(h)
 	h = s.cfg.Security.middleware(h)
+	h = cleanPaths(h)
 	h = s.recoverPanics(h)
 	return h
 }
 
-func (s *Server) limitBody(next http.Handler) http.Handler {
+// readBody reads a request's body, bounded in size and in time, before the
+// handler runs: a slow client cannot hold a handler, and no read deadline
+// is left on the connection of a handler that waits (which would cut it).
+func (s *Server) readBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.BodyLimit {
 			writeError(w, &apiError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError", "request body is too large"})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit)
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit))
+			_ = rc.SetReadDeadline(time.Time{})
+			var mbe *http.MaxBytesError
+			switch {
+			case errors.As(err, &mbe):
+				writeError(w, &apiError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError",
+					fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)})
+				return
+			case err != nil:
+				writeError(w, badRequest("read request body: %v", err))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		next.ServeHTTP(w, r)
 	})
 }

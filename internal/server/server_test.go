@@ -53,6 +53,9 @@ func call(t *testing.T, method, url string, body string, hdr map[string]string) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		if k == "Host" {
 			req.Host = v
@@ -112,6 +115,9 @@ func TestBadInput(t *testing.T) {
 		{"wrong type", "POST", "/session", `{"title":5}`, nil, 400, "BadRequest", "field title"},
 		{"trailing data", "POST", "/session", `{} {}`, nil, 400, "BadRequest", "trailing"},
 		{"relative directory", "POST", "/session?directory=rel/dir", ``, nil, 400, "BadRequest", "absolute"},
+		{"missing directory", "POST", "/session?directory=/nonexistent/agentd-test", ``, nil, 400, "BadRequest", "does not exist"},
+		{"file as directory", "POST", "/session?directory=/etc/hostname", ``, nil, 400, "BadRequest", "not a directory"},
+		{"root as directory", "POST", "/session?directory=/", ``, nil, 400, "BadRequest", "cannot be a workspace"},
 		{"unknown parent", "POST", "/session", `{"parentID":"ses_nope"}`, nil, 400, "BadRequest", "parentID"},
 		{"too large", "POST", "/session", big, nil, 413, "PayloadTooLargeError", ""},
 		{"empty title", "PATCH", "/session/" + sid, `{"title":"  "}`, nil, 400, "BadRequest", "title"},
@@ -178,10 +184,11 @@ func TestSessionRoutes(t *testing.T) {
 	t.Parallel()
 	a := start(t, server.Security{LoopbackOnly: true})
 	u := a.URL()
-	r := call(t, "POST", u+"/session", `{"title":"one"}`, map[string]string{"x-opencode-directory": "/tmp/ws"})
+	ws := t.TempDir()
+	r := call(t, "POST", u+"/session", `{"title":"one"}`, map[string]string{"x-opencode-directory": ws})
 	var s map[string]any
 	json.Unmarshal(r.body, &s)
-	if s["title"] != "one" || s["directory"] != "/tmp/ws" {
+	if s["title"] != "one" || s["directory"] != ws {
 		t.Fatalf("created = %s", r.body)
 	}
 	id := s["id"].(string)
@@ -192,7 +199,7 @@ func TestSessionRoutes(t *testing.T) {
 	if len(list) != 1 || list[0]["id"] != two {
 		t.Errorf("limit=1 list = %s", r.body)
 	}
-	r = call(t, "GET", u+"/session?directory=/tmp/ws", "", nil)
+	r = call(t, "GET", u+"/session?directory="+ws, "", nil)
 	json.Unmarshal(r.body, &list)
 	if len(list) != 1 || list[0]["id"] != id {
 		t.Errorf("directory filter = %s", r.body)
@@ -303,13 +310,47 @@ func TestSecurity(t *testing.T) {
 		{map[string]string{"Host": "[::1]:4096"}, 200},
 		{map[string]string{"Host": "evil.example:4096"}, 403},
 		{map[string]string{"Host": "127.0.0.1.nip.io"}, 403},
-		{map[string]string{"Origin": "http://localhost:3000"}, 200},
+		{map[string]string{"Origin": a.URL()}, 200},
+		{map[string]string{"Origin": "http://localhost:3000"}, 403},
+		{map[string]string{"Origin": "http://127.0.0.1:1"}, 403},
 		{map[string]string{"Origin": "https://evil.example"}, 403},
 		{map[string]string{"Origin": "null"}, 403},
 	} {
 		if r := call(t, "GET", u, "", c.hdr); r.status != c.status {
 			t.Errorf("%v: status %d, want %d", c.hdr, r.status, c.status)
 		}
+	}
+	// A configured origin is allowed.
+	cors := start(t, server.Security{LoopbackOnly: true, Origins: []string{"http://localhost:3000"}})
+	if r := call(t, "GET", cors.URL()+"/global/health", "", map[string]string{"Origin": "http://localhost:3000"}); r.status != 200 {
+		t.Errorf("configured origin: %d", r.status)
+	}
+	// A page cannot post a simple request (text/plain, a form) to drive
+	// the server.
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", ""} {
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", a.URL()+"/session", strings.NewReader(`{"title":"x"}`))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("POST with Content-Type %q: %d, want 415", ct, resp.StatusCode)
+		}
+	}
+	// Paths are not cleaned by redirect.
+	for _, p := range []string{"/session/../global/health", "/global//health", "/session/"} {
+		r := call(t, "GET", a.URL()+p, "", nil)
+		if name, _ := errorName(t, r.body); r.status != 404 || name != "NotFoundError" {
+			t.Errorf("GET %s: %d %s", p, r.status, r.body)
+		}
+	}
+	sid := newSession(t, a)
+	if r := call(t, "POST", a.URL()+"/session/"+sid+"/wait?timeout=-5", "", nil); r.status != 400 {
+		t.Errorf("negative timeout: %d", r.status)
 	}
 	b := start(t, server.Security{Password: "s3cret"})
 	if r := call(t, "GET", b.URL()+"/global/health", "", nil); r.status != 401 {
@@ -328,4 +369,25 @@ func TestSecurity(t *testing.T) {
 		t.Errorf("wrong password: %d", resp.StatusCode)
 	}
 	resp.Body.Close()
+	// Password mode checks origins too (no CSRF through cached
+	// credentials).
+	req.SetBasicAuth("opencode", "s3cret")
+	req.Header.Set("Origin", "https://evil.example")
+	if resp, _ := http.DefaultClient.Do(req); resp.StatusCode != 403 {
+		t.Errorf("cross-origin with credentials: %d", resp.StatusCode)
+	}
+	req.Header.Del("Origin")
+	// Failed logins are limited per address: after five, even the right
+	// password waits.
+	for range 5 {
+		req.SetBasicAuth("opencode", "guess")
+		resp, _ := http.DefaultClient.Do(req)
+		resp.Body.Close()
+	}
+	req.SetBasicAuth("opencode", "s3cret")
+	resp, _ = http.DefaultClient.Do(req)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("after five failed logins: %d", resp.StatusCode)
+	}
 }
