@@ -1,14 +1,15 @@
 package builtin
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -51,34 +52,82 @@ func (Read) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if in.Offset < 0 || in.Limit < 0 {
 		return tool.Errorf("offset and limit must not be negative"), nil
 	}
-	data, err := os.ReadFile(p)
+	pl, err := locate(call, p)
 	if err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot read %s: %v", in.FilePath, errText(err))), nil
 	}
-	if isBinary(data) {
-		return tool.Errorf(fmt.Sprintf("%s is a binary file; read shows text files only", in.FilePath)), nil
+	defer pl.close()
+	f, _, err := pl.openRegular()
+	if err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot read %s: %v", in.FilePath, errText(err))), nil
 	}
+	defer f.Close()
 	limit := in.Limit
 	if limit == 0 {
 		limit = readDefaultLimit
 	}
-	lines := strings.Split(string(data), "\n")
-	if len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
+	// The file is streamed: only the lines asked for are kept, so a huge
+	// file costs what is shown, not its size.
+	br := bufio.NewReaderSize(f, 64<<10)
+	head, _ := br.Peek(8192)
+	if isBinary(head) {
+		return tool.Errorf(fmt.Sprintf("%s is a binary file; read shows text files only", in.FilePath)), nil
 	}
 	var sb strings.Builder
-	end := min(in.Offset+limit, len(lines))
-	for i := in.Offset; i < end; i++ {
-		line := lines[i]
-		if len(line) > readMaxLine {
-			line = line[:readMaxLine] + "… (line cut)"
+	n, shown := 0, 0
+	for {
+		if n%1024 == 0 && ctx.Err() != nil {
+			return tool.Result{}, ctx.Err()
 		}
-		fmt.Fprintf(&sb, "%05d| %s\n", i+1, line)
+		line, err := readLine(br, readMaxLine)
+		if err == io.EOF && line == nil {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return tool.Errorf(fmt.Sprintf("cannot read %s: %v", in.FilePath, errText(err))), nil
+		}
+		n++
+		if n > in.Offset && shown < limit {
+			fmt.Fprintf(&sb, "%05d| %s\n", n, line)
+			shown++
+		}
+		if err == io.EOF {
+			break
+		}
 	}
-	if end < len(lines) {
-		fmt.Fprintf(&sb, "(file has %d lines; read more with offset %d)\n", len(lines), end)
+	if end := in.Offset + shown; end < n {
+		fmt.Fprintf(&sb, "(file has %d lines; read more with offset %d)\n", n, end)
 	}
-	return tool.Result{Output: sb.String(), Title: rel(call.Directory, p), Metadata: map[string]any{"lines": len(lines)}}, nil
+	return tool.Result{Output: sb.String(), Title: rel(call.Directory, p), Metadata: map[string]any{"lines": n}}, nil
+}
+
+// readLine reads one line (without its newline), keeping at most max
+// bytes of it and marking a cut; it returns io.EOF with the last line.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	cut := false
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line) < max {
+			line = append(line, frag[:min(len(frag), max-len(line))]...)
+		} else if len(frag) > 0 {
+			cut = true
+		}
+		if len(frag) > max {
+			cut = true
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		line = []byte(strings.TrimRight(string(line), "\r\n"))
+		if cut {
+			line = append(line, "… (line cut)"...)
+		}
+		if err == io.EOF && len(line) == 0 && !cut {
+			return nil, io.EOF
+		}
+		return line, err
+	}
 }
 
 func isBinary(data []byte) bool {
@@ -92,6 +141,10 @@ func errText(err error) string {
 		return "no such file"
 	case errors.Is(err, fs.ErrPermission):
 		return "permission denied"
+	case errors.Is(err, errNotRegular):
+		return "not a regular file (a FIFO, a device or a socket): refused"
+	case strings.Contains(err.Error(), "escapes from parent"):
+		return "the path leads out of the workspace through a symlink: refused"
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -130,19 +183,24 @@ func (Write) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if r != nil {
 		return *r, nil
 	}
-	if st, err := os.Stat(p); err == nil && st.IsDir() {
-		return tool.Errorf(fmt.Sprintf("%s is a directory", in.FilePath)), nil
+	pl, err := locate(call, p)
+	if err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return tool.Errorf(fmt.Sprintf("cannot create the directory of %s: %v", in.FilePath, errText(err))), nil
-	}
+	defer pl.close()
 	perm := os.FileMode(0o644)
-	_, statErr := os.Stat(p)
+	st, statErr := pl.stat()
 	existed := statErr == nil
-	if st, err := os.Stat(p); err == nil {
+	if existed {
+		if st.IsDir() {
+			return tool.Errorf(fmt.Sprintf("%s is a directory", in.FilePath)), nil
+		}
+		if !st.Mode().IsRegular() {
+			return tool.Errorf(fmt.Sprintf("%s is not a regular file", in.FilePath)), nil
+		}
 		perm = st.Mode().Perm()
 	}
-	if err := WriteFileAtomic(p, []byte(*in.Content), perm); err != nil {
+	if err := pl.writeAtomic([]byte(*in.Content), perm); err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 	}
 	return tool.Result{Output: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), rel(call.Directory, p)),
@@ -178,12 +236,14 @@ func (Edit) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if r != nil {
 		return *r, nil
 	}
-	data, err := os.ReadFile(p)
+	pl, err := locate(call, p)
+	if err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot edit %s: %v", in.FilePath, errText(err))), nil
+	}
+	defer pl.close()
+	data, st, err := pl.readAll(maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) && in.OldString == "" {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return tool.Errorf(errText(err)), nil
-		}
-		if err := WriteFileAtomic(p, []byte(in.NewString), 0o644); err != nil {
+		if err := pl.writeAtomic([]byte(in.NewString), 0o644); err != nil {
 			return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 		}
 		return tool.Result{Output: "created " + rel(call.Directory, p), Title: rel(call.Directory, p)}, nil
@@ -210,11 +270,7 @@ func (Edit) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	} else {
 		text = strings.Replace(text, in.OldString, in.NewString, 1)
 	}
-	st, err := os.Stat(p)
-	if err != nil {
-		return tool.Errorf(errText(err)), nil
-	}
-	if err := WriteFileAtomic(p, []byte(text), st.Mode().Perm()); err != nil {
+	if err := pl.writeAtomic([]byte(text), st.Mode().Perm()); err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 	}
 	return tool.Result{Output: fmt.Sprintf("replaced %d occurrence(s) in %s", max(1, btoi(in.ReplaceAll)*n), rel(call.Directory, p)),

@@ -6,8 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -26,23 +26,19 @@ const (
 
 var skipDirs = map[string]bool{".git": true, "node_modules": true}
 
-// walkFiles calls fn for every regular entry under root, skipping .git and
+// walkFiles calls fn for every regular file under root (not following
+// symlinks, and never out of the workspace), skipping .git and
 // node_modules and unreadable entries, until ctx ends.
-func walkFiles(ctx context.Context, root string, fn func(p string, d fs.DirEntry)) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
+func walkFiles(ctx context.Context, call tool.Call, root string, fn func(pl place, p string, d fs.DirEntry)) error {
+	pl, err := locate(call, root)
+	if err != nil {
+		return nil
+	}
+	defer pl.close()
+	return pl.walk(ctx.Err, func(p string, d fs.DirEntry) error {
+		if !d.IsDir() {
+			fn(pl, p, d)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if d.IsDir() {
-			if skipDirs[d.Name()] && p != root {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		fn(p, d)
 		return nil
 	})
 }
@@ -122,7 +118,7 @@ func (Glob) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 		return tool.Errorf("bad pattern: " + err.Error()), nil
 	}
 	var out []string
-	err = walkFiles(ctx, root, func(p string, d fs.DirEntry) {
+	err = walkFiles(ctx, call, root, func(_ place, p string, d fs.DirEntry) {
 		if re.MatchString(filepath.ToSlash(rel(root, p))) {
 			out = append(out, rel(call.Directory, p))
 		}
@@ -200,7 +196,7 @@ func (g Grep) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if rg, lerr := exec.LookPath("rg"); lerr == nil && !g.NoRipgrep {
 		ms, err = ripgrep(ctx, rg, in.Pattern, in.Include, root)
 	} else {
-		ms, err = walkGrep(ctx, re, include, root)
+		ms, err = walkGrep(ctx, call, re, include, root)
 	}
 	if err != nil {
 		return tool.Result{}, err
@@ -229,13 +225,18 @@ func (g Grep) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	return tool.Result{Output: sb.String(), Title: in.Pattern, Metadata: map[string]any{"matches": len(ms)}}, nil
 }
 
-func walkGrep(ctx context.Context, re, include *regexp.Regexp, root string) ([]match, error) {
+func walkGrep(ctx context.Context, call tool.Call, re, include *regexp.Regexp, root string) ([]match, error) {
 	var ms []match
-	err := walkFiles(ctx, root, func(p string, d fs.DirEntry) {
+	err := walkFiles(ctx, call, root, func(pl place, p string, d fs.DirEntry) {
 		if include != nil && !include.MatchString(d.Name()) {
 			return
 		}
-		data, err := os.ReadFile(p)
+		f, err := pl.openIn(p)
+		if err != nil {
+			return
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxFileBytes))
+		f.Close()
 		if err != nil || isBinary(data) {
 			return
 		}
@@ -306,8 +307,12 @@ func (List) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if r != nil {
 		return *r, nil
 	}
-	st, err := os.Stat(root)
-	if err != nil || !st.IsDir() {
+	pl, err := locate(call, root)
+	if err != nil {
+		return tool.Errorf(fmt.Sprintf("cannot list %s: %v", orDot(in.Path), errText(err))), nil
+	}
+	defer pl.close()
+	if st, err := pl.stat(); err != nil || !st.IsDir() {
 		return tool.Errorf(fmt.Sprintf("%s is not a directory", orDot(in.Path))), nil
 	}
 	var ignores []*regexp.Regexp
@@ -321,12 +326,9 @@ func (List) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	var sb strings.Builder
 	sb.WriteString(root + "/\n")
 	count := 0
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
+	err = pl.walk(ctx.Err, func(p string, d fs.DirEntry) error {
+		if p == root {
 			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
 		}
 		for _, re := range ignores {
 			if re.MatchString(d.Name()) {
@@ -335,9 +337,6 @@ func (List) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 				}
 				return nil
 			}
-		}
-		if d.IsDir() && skipDirs[d.Name()] {
-			return filepath.SkipDir
 		}
 		count++
 		if count > listMax {
