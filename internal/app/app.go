@@ -5,6 +5,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,6 +132,12 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		lock.Release()
 		return nil, err
 	}
+	// Tool processes a previous process on this database left behind (it
+	// was killed) are ended before its runs are recovered.
+	cfg.Engine.ToolScope = toolScope(cfg.DBPath)
+	if n := builtin.Sweep(cfg.Engine.ToolScope); n > 0 {
+		cfg.Logger.Warn("killed tool processes left by a previous process", "count", n)
+	}
 	// From here on, failures release what was taken in reverse order.
 	release := func() { st.Close(); lock.Release() }
 	_, last, err := st.EventBounds(ctx)
@@ -192,6 +200,17 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		a.prune()
 	}()
 	return a, nil
+}
+
+// toolScope names a database for the tools' process markers: a short hash
+// of its absolute path.
+func toolScope(dbPath string) string {
+	abs, err := filepath.Abs(dbPath)
+	if err != nil {
+		abs = dbPath
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(sum[:6])
 }
 
 // paths are the directories reported to clients: the user's home, the

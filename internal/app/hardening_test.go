@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,11 +17,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/tool"
 
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/core"
@@ -178,4 +181,67 @@ func TestTLS(t *testing.T) {
 	if _, err := c.Health(t.Context()); err != nil {
 		t.Fatalf("over TLS: %v", err)
 	}
+}
+
+// TestAbortWhateverTheTool: abort answers within a second and ends the
+// run interrupted/aborted even when the tool left its process group (and
+// ignores SIGTERM) or is a tool that ignores its context; nothing the
+// call started survives; and shutdown finishes within its grace.
+func TestAbortWhateverTheTool(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) {
+		c.Tools.Add(&tool.Func{ToolName: "stuck", Desc: "Ignores cancellation for a while.",
+			Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
+				time.Sleep(3 * time.Second)
+				return tool.Result{Output: "late"}, nil
+			}})
+		c.Engine.ShutdownGrace = time.Second
+	})
+	for _, prompt := range []string{
+		`tool:bash:{"command":"trap '' TERM; setsid sh -c 'trap \"\" TERM; echo $$ > escaped.pid; sleep 600' & sleep 600"}`,
+		`tool:stuck:{}`,
+	} {
+		sid := n.session()
+		if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: prompt}); err != nil {
+			t.Fatal(err)
+		}
+		n.waitToolRunning(sid)
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		if ok, err := n.c.Abort(t.Context(), sid); err != nil || !ok {
+			t.Fatalf("abort: %v %v", ok, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%s: abort took %v", prompt, d)
+		}
+		if st := n.status(sid); st.Last.Outcome != core.RunInterrupted || st.Last.Reason != core.ReasonAborted {
+			t.Errorf("%s: status = %+v", prompt, st)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(n.cfg.Directory, "escaped.pid"))
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+		t.Errorf("the escaped child never started: %q", b)
+	} else if alive(pid) {
+		t.Errorf("the escaped child %d outlived the abort", pid)
+	}
+	// A run stuck in a tool does not hold shutdown.
+	sid := n.session()
+	n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:stuck:{}`})
+	n.waitToolRunning(sid)
+	start := time.Now()
+	n.stop()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("shutdown took %v with a stuck tool", d)
+	}
+}
+
+// alive reports whether a process runs (a zombie has ended; only its
+// parent has not reaped it).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }

@@ -109,6 +109,9 @@ type Config struct {
 	// OutputDir keeps the full output of tool calls whose output was cut
 	// (default: agentd-tool-output in the system's temporary directory).
 	OutputDir string
+	// ToolScope names the database to the tools, which mark the processes
+	// they start with it (see builtin.Sweep).
+	ToolScope string
 	Logger    *slog.Logger
 }
 
@@ -257,8 +260,9 @@ func (e *Engine) Stop() {
 		select {
 		case <-done:
 		case <-time.After(e.cfg.ShutdownGrace):
-			e.log.Warn("runs did not stop within the shutdown grace period")
-			<-done
+			// Whatever a run is stuck on, shutdown finishes: the run stays
+			// non-terminal and the next start resumes it.
+			e.log.Warn("runs did not stop within the shutdown grace period; leaving them to the next start")
 		}
 	})
 }

@@ -629,8 +629,8 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		}
 		t, ok := e.tools.Get(p.Tool)
 		ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
-		call := tool.Call{SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID, Directory: sess.Directory,
-			Input: p.State.Input, ReadDirs: []string{e.cfg.OutputDir}}
+		call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID,
+			Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{e.cfg.OutputDir}}
 		var refused *tool.Result
 		if ok {
 			refused, err = r.authorize(ctx, sess, p, t, &call)
@@ -649,7 +649,7 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		case refused != nil:
 			res = *refused
 		default:
-			res, err = t.Run(ctx, call)
+			res, err = r.runTool(ctx, t, call)
 			if ctx.Err() != nil {
 				return outcome{}, true
 			}
@@ -668,6 +668,37 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 	}
 	return outcome{}, false
 }
+
+// runTool runs a tool call, but stops waiting for it when the run is
+// cancelled: an abort (or a shutdown) must not wait on a tool that does
+// not honour its context. The tool is left to finish on its own.
+func (r *runner) runTool(ctx context.Context, t tool.Tool, call tool.Call) (tool.Result, error) {
+	type result struct {
+		res tool.Result
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		res, err := t.Run(ctx, call)
+		ch <- result{res, err}
+	}()
+	select {
+	case out := <-ch:
+		return out.res, out.err
+	case <-ctx.Done():
+		select {
+		case out := <-ch:
+			return out.res, out.err
+		case <-time.After(toolStopGrace):
+			r.e.log.Warn("tool did not stop when its run was cancelled; left behind", "tool", t.Name(), "part", call.ID)
+			return tool.Result{}, ctx.Err()
+		}
+	}
+}
+
+// toolStopGrace is how long a cancelled tool call has to return (a shell
+// gets SIGTERM, then SIGKILL after 200 ms) before the run stops waiting.
+const toolStopGrace = 600 * time.Millisecond
 
 func toolEnd(st core.ToolState, res tool.Result, now int64) core.ToolState {
 	out := core.ToolState{Input: st.Input, Title: res.Title, Metadata: res.Metadata, Time: core.PartTime{Start: st.Time.Start, End: now}}

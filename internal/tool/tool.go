@@ -13,6 +13,11 @@ import (
 
 // Call is one invocation of a tool.
 type Call struct {
+	// ID identifies the call uniquely (its part's id); Scope names the
+	// server's database, so that processes a call leaves behind can be
+	// found again after a crash.
+	ID        string
+	Scope     string
 	SessionID string
 	MessageID string
 	CallID    string

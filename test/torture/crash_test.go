@@ -3,6 +3,7 @@ package torture
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -63,7 +64,7 @@ func crashNode(t *testing.T, unit time.Duration, model string) (*server, *client
 	t.Cleanup(hs.Close)
 	cfgPath := filepath.Join(dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible",
-		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"fake-model":`+model+`}}}}`), 0o644)
+		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"fake-model":`+model+`}}},"permission":{"bash":"allow"}}`), 0o644)
 	port := freePort(t)
 	dbPath := filepath.Join(dir, "agentd.db")
 	logFile, _ := os.Create(filepath.Join(dir, "agentd.log"))
@@ -236,4 +237,65 @@ func textOfParts(parts []core.Part) string {
 		}
 	}
 	return s
+}
+
+// TestKillLeavesNoToolProcesses: a kill -9 of agentd while a tool runs,
+// with a child that left the tool's process group, leaves no process
+// behind once the server is back.
+func TestKillLeavesNoToolProcesses(t *testing.T) {
+	srv, c, _ := crashNode(t, 200*time.Millisecond, `{"limit":{"context":100000,"output":4000}}`)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := `setsid sh -c 'echo $$ > escaped.pid; sleep 600' & echo $$ > shell.pid; sleep 600`
+	if err := c.SendAsync(ctx, s.ID, client.Prompt{Text: "tool:bash:" + mustJSON(map[string]string{"command": cmd})}); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	deadline := time.Now().Add(20 * time.Second)
+	for len(pids) < 2 {
+		pids = pids[:0]
+		for _, f := range []string{"escaped.pid", "shell.pid"} {
+			b, _ := os.ReadFile(filepath.Join(srv.dir, f))
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tool never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.kill()
+	srv.start()
+	deadline = time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for processAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if processAlive(pid) {
+			t.Errorf("process %d of the killed server's tool call is still running", pid)
+		}
+	}
+	st, err := c.Wait(ctx, s.ID, "", time.Minute)
+	if err != nil || st.Last == nil {
+		t.Fatalf("after the restart: %+v %v", st, err)
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// processAlive reports whether pid runs (zombies have ended).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }

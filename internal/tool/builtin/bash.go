@@ -22,6 +22,9 @@ const (
 	// killGrace is how long a process group has between SIGTERM and
 	// SIGKILL when it is stopped.
 	killGrace = 200 * time.Millisecond
+	// outputGrace is how long the output may stay open after the shell
+	// exited (background children holding it).
+	outputGrace = 200 * time.Millisecond
 )
 
 // Bash runs shell commands.
@@ -87,9 +90,15 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	box := contain(call.Scope, call.ID)
+	defer box.close()
 	cmd := exec.Command("bash", "-c", in.Command)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = box.env()
+	cmd.SysProcAttr = box.attr()
+	// Once the shell has exited, background children that keep its output
+	// open do not hold the call: they are killed below.
+	cmd.WaitDelay = outputGrace
 	out := &capped{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -105,10 +114,18 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	case err = <-done:
 	case <-runCtx.Done():
 		stopped = true
-		err = stopGroup(pgid, done)
+		err = stopGroup(pgid, box, done)
 	}
-	// Children left in the background would outlive the call; end them.
+	// Children left in the background, in the group or out of it, would
+	// outlive the call; end them.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	box.kill()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil
+		if st := cmd.ProcessState; st != nil && !st.Success() {
+			err = &exec.ExitError{ProcessState: st}
+		}
+	}
 
 	md := map[string]any{"description": in.Description, "truncated": out.truncated}
 	text := out.buf.String()
@@ -141,9 +158,10 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	return res, nil
 }
 
-// stopGroup ends a process group: SIGTERM, then SIGKILL after a short
-// grace, and waits for the shell to be reaped.
-func stopGroup(pgid int, done <-chan error) error {
+// stopGroup ends a call's processes: SIGTERM to the group, then, after a
+// short grace, SIGKILL to the group and to everything in the container;
+// it waits for the shell to be reaped.
+func stopGroup(pgid int, box *container, done <-chan error) error {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	t := time.NewTimer(killGrace)
 	defer t.Stop()
@@ -153,5 +171,6 @@ func stopGroup(pgid int, done <-chan error) error {
 	case <-t.C:
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	box.kill()
 	return <-done
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,4 +128,104 @@ func TestGrepDoesNotFollowFileSymlinksOut(t *testing.T) {
 	if strings.Contains(res.Output, "link.txt") || !strings.Contains(res.Output, "own.txt") {
 		t.Errorf("grep = %q", res.Output)
 	}
+}
+
+// marked counts the live processes carrying marker.
+func marked(marker string) int {
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
+			continue // a zombie is dead, only not reaped yet
+		}
+		if strings.Contains(string(env), markerVar+"="+marker+"\x00") {
+			n++
+		}
+	}
+	return n
+}
+
+func runCall(ctx context.Context, t *testing.T, ws, scope, id, command string) tool.Result {
+	b, _ := json.Marshal(map[string]any{"command": command})
+	res, err := Bash{}.Run(ctx, tool.Call{Directory: ws, Input: b, Scope: scope, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestBashEscapedChildren: children that leave the process group do not
+// hold the call and do not outlive it.
+func TestBashEscapedChildren(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	for i, command := range []string{
+		"sleep 12 & echo started",
+		"setsid sleep 600 & echo started",
+		"set -m; (sleep 600 &); echo started",
+		"setsid sh -c 'setsid sleep 600 & sleep 600' & echo started",
+	} {
+		id := "call" + strconv.Itoa(i)
+		start := time.Now()
+		res := runCall(t.Context(), t, ws, "escape-test", id, command)
+		if d := time.Since(start); d > 3*time.Second || !strings.Contains(res.Output, "started") {
+			t.Errorf("%q: %v, %q", command, d, res.Output)
+		}
+		if n := marked("escape-test/" + id); n != 0 {
+			t.Errorf("%q: %d processes outlived the call", command, n)
+		}
+	}
+}
+
+// TestBashAbortKillsEscapees: an abort ends a call whose children left the
+// group and ignore SIGTERM, within a second, leaving nothing.
+func TestBashAbortKillsEscapees(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	res := runCall(ctx, t, ws, "abort-test", "c1", "trap '' TERM; setsid sh -c 'trap \"\" TERM; sleep 600' & sleep 600")
+	if d := time.Since(start); d > 1300*time.Millisecond {
+		t.Errorf("abort took %v", d)
+	}
+	if !res.IsError {
+		t.Errorf("aborted call = %+v", res)
+	}
+	if n := marked("abort-test/c1"); n != 0 {
+		t.Errorf("%d processes outlived the abort", n)
+	}
+}
+
+// TestSweep: processes a dead agentd left (same scope) are killed at
+// start-up; others are not.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	start := func(marker string) *exec.Cmd {
+		cmd := exec.Command("sleep", "600")
+		cmd.Env = append(os.Environ(), markerVar+"="+marker)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	left := start("sweep-scope/x")
+	other := start("other-scope/x")
+	defer other.Process.Kill()
+	if n := Sweep("sweep-scope"); n != 1 {
+		t.Errorf("swept %d, want 1", n)
+	}
+	if err := left.Wait(); err == nil {
+		t.Error("the leftover process was not killed")
+	}
+	if marked("other-scope/x") != 1 {
+		t.Error("another database's process was killed")
+	}
+	other.Process.Kill()
+	other.Wait()
 }
