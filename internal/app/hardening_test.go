@@ -23,6 +23,10 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/engine"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/scripted"
+	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
 
 	"github.com/agentd/agentd/client"
@@ -244,4 +248,88 @@ func alive(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// chunky streams a long answer in chunks, a little apart, so that the
+// engine has many chances to write it.
+type chunky struct {
+	chunks int
+	size   int
+}
+
+func (c chunky) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) error {
+	chunk := strings.Repeat("x", c.size-1) + " "
+	for range c.chunks {
+		if err := emit(llm.Event{Kind: llm.EventText, Text: chunk}); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return emit(llm.Event{Kind: llm.EventFinish, Finish: "stop"})
+}
+
+// streamedBytesWritten streams an answer of chunks×size bytes and returns
+// how many bytes of the part's snapshots went into the event log.
+func streamedBytesWritten(t testing.TB, chunks, size int) (written, streamed int) {
+	models := llm.NewRegistry()
+	models.Add("long", chunky{chunks: chunks, size: size}, nil)
+	models.Add(scripted.ProviderID, &scripted.Model{}, nil)
+	a, err := app.Start(context.Background(), app.Config{DBPath: filepath.Join(t.TempDir(), "a.db"), Host: "127.0.0.1",
+		Version: "t", Directory: t.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour, Models: models,
+		SQLiteSynchronous: "NORMAL", Engine: engine.Config{FlushInterval: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	c := client.New(a.URL())
+	s, _ := c.CreateSession(context.Background(), "", "")
+	if _, err := c.Send(context.Background(), s.ID, client.Prompt{Text: "go", Model: &client.ModelRef{ProviderID: "long", ModelID: "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	var after int64
+	for {
+		evs, err := a.Store.Events(context.Background(), store.EventQuery{After: after, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Type == core.EventPartUpdated && strings.Contains(string(ev.Properties), `"type":"text"`) {
+				written += len(ev.Properties)
+			}
+		}
+		if len(evs) < 100 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	return written, chunks * size
+}
+
+// TestStreamingWritesStayLinear: however long an answer streams, what is
+// written of it is a constant factor of its size (snapshots grow
+// geometrically), not its square.
+func TestStreamingWritesStayLinear(t *testing.T) {
+	t.Parallel()
+	written, streamed := streamedBytesWritten(t, 500, 4096)
+	if ratio := float64(written) / float64(streamed); ratio > 4 {
+		t.Errorf("%d bytes written for %d streamed: %.1f per byte", written, streamed, ratio)
+	}
+}
+
+// BenchmarkStreamedBytesWritten reports bytes written to the event log
+// per byte streamed, for a 300 KB and a 5 MB answer.
+func BenchmarkStreamedBytesWritten(b *testing.B) {
+	for _, c := range []struct {
+		name         string
+		chunks, size int
+	}{{"300KB", 300, 1024}, {"5MB", 1280, 4096}} {
+		b.Run(c.name, func(b *testing.B) {
+			var ratio float64
+			for b.Loop() {
+				w, s := streamedBytesWritten(b, c.chunks, c.size)
+				ratio = float64(w) / float64(s)
+			}
+			b.ReportMetric(ratio, "written/streamed")
+		})
+	}
 }

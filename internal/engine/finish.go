@@ -94,13 +94,11 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 	w := writer{ctx: ctx, tx: tx}
 	var msg *core.Message
 	if s != nil {
-		for _, p := range []*core.Part{s.reasoning, s.text} {
-			if p != nil {
-				if p.Time.End == 0 {
-					p.Time.End = now
-				}
-				w.part(*p)
+		for _, p := range s.open() {
+			if p.Time.End == 0 {
+				p.Time.End = now
 			}
+			w.part(*p)
 		}
 		for _, p := range s.calls {
 			if p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning {

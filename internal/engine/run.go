@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
@@ -94,14 +95,63 @@ type runner struct {
 // streamed text can be coalesced and open parts closed on abort.
 type step struct {
 	msg       core.Message
-	text      *core.Part
-	reasoning *core.Part
+	text      *stream
+	reasoning *stream
 	lastFlush time.Time
 	calls     []*core.Part
 	usage     llm.Usage
 	finish    string
 	streamed  bool
 }
+
+// stream is a part being streamed. Its text grows in a builder (appending
+// to a string would copy all of it on every delta) and is copied into the
+// part when the part is written.
+type stream struct {
+	part    *core.Part
+	buf     strings.Builder
+	flushed int // length of the text last written
+}
+
+// sync brings the part's text up to date and returns the part.
+func (st *stream) sync() *core.Part {
+	st.part.Text = st.buf.String()
+	return st.part
+}
+
+// open returns the step's streamed parts, reasoning first, up to date.
+func (s *step) open() []*core.Part {
+	var out []*core.Part
+	for _, st := range []*stream{s.reasoning, s.text} {
+		if st != nil {
+			out = append(out, st.sync())
+		}
+	}
+	return out
+}
+
+// due reports whether streamed text should be written now: at least
+// FlushInterval since the last write, and, for a long part, half again more
+// text than was written then, so that writing snapshots costs a constant
+// factor of the text's size however long it grows.
+func (s *step) due(interval time.Duration) bool {
+	if time.Since(s.lastFlush) < interval {
+		return false
+	}
+	for _, st := range []*stream{s.reasoning, s.text} {
+		if st == nil {
+			continue
+		}
+		if n := st.buf.Len(); n > st.flushed && (n < smallPart || n-st.flushed >= st.flushed/2) {
+			return true
+		}
+	}
+	return false
+}
+
+// smallPart is the size below which streamed text is written at every
+// interval.
+const smallPart = 1 << 10
 
 // loop executes steps until the run ends. ok is false when the engine is
 // shutting down and the run must be left as it is.
@@ -493,15 +543,16 @@ func (r *runner) delta(ctx context.Context, kind, text string) error {
 	}
 	created := false
 	if *pp == nil {
-		*pp = &core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
-			Type: typ, Time: core.PartTime{Start: r.e.now()}}
+		*pp = &stream{part: &core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
+			Type: typ, Time: core.PartTime{Start: r.e.now()}}}
 		created = true
 	}
-	p := *pp
-	p.Text += text
+	st := *pp
+	st.buf.WriteString(text)
+	p := st.part
 	r.e.hub.PublishLive(core.MustEvent(p.SessionID, core.EventPartDelta, core.DeltaProps{
 		SessionID: p.SessionID, MessageID: p.MessageID, PartID: p.ID, Field: "text", Delta: text}))
-	if created || time.Since(s.lastFlush) >= r.e.cfg.FlushInterval {
+	if created || s.due(r.e.cfg.FlushInterval) {
 		return r.flushParts(ctx, false)
 	}
 	return nil
@@ -516,12 +567,10 @@ func (r *runner) flushParts(ctx context.Context, end bool) error {
 	}
 	s.lastFlush = time.Now()
 	now := r.e.now()
-	return r.e.st.Tx(ctx, func(tx store.Tx) error {
+	parts := s.open()
+	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
-		for _, p := range []*core.Part{s.reasoning, s.text} {
-			if p == nil {
-				continue
-			}
+		for _, p := range parts {
 			if end && p.Time.End == 0 {
 				p.Time.End = now
 			}
@@ -529,6 +578,14 @@ func (r *runner) flushParts(ctx context.Context, end bool) error {
 		}
 		return w.err
 	})
+	if err == nil {
+		for _, st := range []*stream{s.reasoning, s.text} {
+			if st != nil {
+				st.flushed = len(st.part.Text)
+			}
+		}
+	}
+	return err
 }
 
 func (r *runner) closeText(ctx context.Context) error {
@@ -565,13 +622,11 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 			sess.Tokens = sess.Tokens.Add(tokens)
 			w.session(sess)
 		}
-		for _, p := range []*core.Part{s.reasoning, s.text} {
-			if p != nil {
-				if p.Time.End == 0 {
-					p.Time.End = now
-				}
-				w.part(*p)
+		for _, p := range s.open() {
+			if p.Time.End == 0 {
+				p.Time.End = now
 			}
+			w.part(*p)
 		}
 		finish := s.finish
 		if failure != nil {

@@ -134,23 +134,25 @@ func (h *Hub) Read(ctx context.Context, after int64, sessionID string, max int) 
 	if after+1 >= h.start && after <= head {
 		var out []core.Event
 		through := after
-		for i := int(after + 1 - h.start); i < len(h.ring) && len(out) < max; i++ {
+		size := 0
+		for i := int(after + 1 - h.start); i < len(h.ring) && len(out) < max && size < MaxBatchBytes; i++ {
 			ev := h.ring[i]
 			through = ev.Seq
 			if sessionID != "" && ev.SessionID != sessionID {
 				continue
 			}
 			out = append(out, ev)
+			size += len(ev.Properties)
 		}
 		h.mu.RUnlock()
 		return out, through, nil
 	}
 	h.mu.RUnlock()
-	evs, err := h.st.Events(ctx, store.EventQuery{After: after, SessionID: sessionID, Limit: max})
+	evs, err := h.st.Events(ctx, store.EventQuery{After: after, SessionID: sessionID, Limit: max, MaxBytes: MaxBatchBytes})
 	if err != nil {
 		return nil, after, err
 	}
-	if len(evs) == max {
+	if len(evs) == max || bytesOf(evs) >= MaxBatchBytes {
 		return evs, evs[len(evs)-1].Seq, nil
 	}
 	// Every event up to head was committed before the query ran, so the
@@ -160,6 +162,18 @@ func (h *Hub) Read(ctx context.Context, after int64, sessionID string, max int) 
 		through = max64(through, evs[len(evs)-1].Seq)
 	}
 	return evs, through, nil
+}
+
+// MaxBatchBytes bounds the events one read returns by their size, so that
+// a subscriber replaying large events holds a bounded amount of memory.
+const MaxBatchBytes = 1 << 20
+
+func bytesOf(evs []core.Event) int {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.Properties)
+	}
+	return n
 }
 
 func max64(a, b int64) int64 {

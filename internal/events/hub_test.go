@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -150,4 +151,40 @@ func FuzzParseCursor(f *testing.F) {
 			t.Fatalf("negative cursor %d accepted", n)
 		}
 	})
+}
+
+// TestHubReadBoundedByBytes pins that one read from memory holds about
+// MaxBatchBytes of events however many were asked for, and that reading
+// on from the returned cursor loses none.
+func TestHubReadBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 300<<10)
+	var all []core.Event
+	for s := int64(1); s <= 20; s++ {
+		ev := core.MustEvent("ses_big", "test", big)
+		ev.Seq, ev.ID = s, core.DurableEventID(s)
+		all = append(all, ev)
+	}
+	h := NewHub(&logReader{evs: all}, 0, 64)
+	h.Publish(all)
+	var got []int64
+	for cursor := int64(0); cursor < 20; {
+		evs, through, err := h.Read(t.Context(), cursor, "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytesOf(evs); n > MaxBatchBytes+len(big)+64 {
+			t.Fatalf("one read held %d bytes", n)
+		}
+		for _, ev := range evs {
+			got = append(got, ev.Seq)
+		}
+		if through <= cursor {
+			t.Fatalf("cursor stuck at %d", cursor)
+		}
+		cursor = through
+	}
+	if len(got) != 20 {
+		t.Fatalf("read %d of 20 events", len(got))
+	}
 }

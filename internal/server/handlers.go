@@ -75,7 +75,7 @@ func queryInt(r *http.Request, name string, def, lo, hi int) (int, *apiError) {
 // start (updated at or after, epoch ms), search (in the title) and limit.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError {
 	qv := r.URL.Query()
-	limit, e := queryInt(r, "limit", 0, 0, 10000)
+	limit, e := queryInt(r, "limit", defaultPage, 1, maxPage)
 	if e != nil {
 		return e
 	}
@@ -368,12 +368,20 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) *apiError 
 	})
 }
 
+// Page sizes of the list routes: without a limit a list holds the newest
+// defaultPage items; no limit lifts it past maxPage. Older items are read
+// with before= (messages) or start= (sessions).
+const (
+	defaultPage = 1000
+	maxPage     = 10000
+)
+
 // sessionList answers a ?limit= listing under /session/{id}: 404 for an
 // unknown session, a JSON array (never null) otherwise.
 func sessionList[T any](s *Server, w http.ResponseWriter, r *http.Request, what string,
 	list func(ctx context.Context, sessionID string, limit int) ([]T, error)) *apiError {
 	id := r.PathValue("id")
-	limit, e := queryInt(r, "limit", 0, 0, 100000)
+	limit, e := queryInt(r, "limit", defaultPage, 1, maxPage)
 	if e != nil {
 		return e
 	}

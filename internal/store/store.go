@@ -50,6 +50,9 @@ type EventQuery struct {
 	After     int64
 	SessionID string
 	Limit     int
+	// MaxBytes, when set, stops the list once the events' properties
+	// reach this size (at least one event is returned).
+	MaxBytes int
 }
 
 // Reader is the read side, available both on the store and inside a

@@ -421,6 +421,7 @@ func (r Reader) Events(ctx context.Context, q store.EventQuery) ([]core.Event, e
 	}
 	defer rows.Close()
 	out := make([]core.Event, 0, 64)
+	size := 0
 	for rows.Next() {
 		var ev core.Event
 		var data string
@@ -430,6 +431,9 @@ func (r Reader) Events(ctx context.Context, q store.EventQuery) ([]core.Event, e
 		ev.Properties = json.RawMessage(data)
 		ev.ID = core.DurableEventID(ev.Seq)
 		out = append(out, ev)
+		if size += len(data); q.MaxBytes > 0 && size >= q.MaxBytes {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)

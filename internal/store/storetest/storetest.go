@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ func Exercise(t *testing.T, open Opener) {
 		"IDsScopedToOwner":      testScopedIDs,
 		"EndedRunNeverChanges":  testEndedRun,
 		"GrantedRulesKept":      testGranted,
+		"EventsBoundedByBytes":  testEventsByBytes,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -757,5 +759,30 @@ func testGranted(t *testing.T, s store.Store, _ func() store.Store) {
 	list, _ := s.Sessions(ctx(t), store.SessionQuery{})
 	if len(list) != 1 || len(list[0].Granted) != 1 {
 		t.Errorf("listed session lost its granted rules: %+v", list)
+	}
+}
+
+// testEventsByBytes: a read bounded by bytes stops once the events reach
+// the bound, and returns at least one.
+func testEventsByBytes(t *testing.T, s store.Store, _ func() store.Store) {
+	big := strings.Repeat("x", 4000)
+	mustTx(t, s, func(tx store.Tx) error {
+		for range 10 {
+			if _, err := tx.AppendEvent(ctx(t), core.MustEvent("ses_b", "test.big", map[string]string{"x": big})); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	evs, err := s.Events(ctx(t), store.EventQuery{Limit: 100, MaxBytes: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 {
+		t.Errorf("10,000 bytes of 4,000-byte events: %d events, want 3", len(evs))
+	}
+	evs, _ = s.Events(ctx(t), store.EventQuery{Limit: 100, MaxBytes: 1})
+	if len(evs) != 1 {
+		t.Errorf("a bound below one event: %d events, want 1", len(evs))
 	}
 }
