@@ -56,6 +56,9 @@ type Error struct {
 	// Body is the raw answer, for answers such as 408 from wait that carry
 	// a status.
 	Body []byte
+	// RetryAfter is the server's Retry-After (503 when the disk is full,
+	// 429), zero when it sent none.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -114,6 +117,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	if resp.StatusCode >= 300 {
 		e := &Error{StatusCode: resp.StatusCode, Body: b}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
 		var ce core.Error
 		if json.Unmarshal(b, &ce) == nil && ce.Name != "" {
 			e.Name, e.Message = ce.Name, ce.Data.Message

@@ -127,11 +127,14 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
+	db, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
 	if err != nil {
 		lock.Release()
 		return nil, err
 	}
+	// Every writer (engine and API) goes through one watcher, so that a
+	// full disk is logged once when it starts and once when it ends.
+	st := store.Watch(db, cfg.Logger.With("component", "store"))
 	// Tool processes a previous process on this database left behind (it
 	// was killed) are ended before its runs are recovered.
 	cfg.Engine.ToolScope = toolScope(cfg.DBPath)

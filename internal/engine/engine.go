@@ -112,7 +112,11 @@ type Config struct {
 	// ToolScope names the database to the tools, which mark the processes
 	// they start with it (see builtin.Sweep).
 	ToolScope string
-	Logger    *slog.Logger
+	// StoragePause is how long a run waits before it retries after the
+	// storage refused one of its writes (a full disk): Base first, doubling
+	// up to Cap; defaults 250 ms and 30 s.
+	StoragePause struct{ Base, Cap time.Duration }
+	Logger       *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -142,6 +146,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.DefaultModel.ProviderID == "" {
 		c.DefaultModel = core.ModelRef{ProviderID: "agentd", ModelID: "scripted"}
+	}
+	if c.StoragePause.Base <= 0 {
+		c.StoragePause.Base = 250 * time.Millisecond
+	}
+	if c.StoragePause.Cap <= 0 {
+		c.StoragePause.Cap = 30 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -288,21 +298,61 @@ func (e *Engine) kick(sessionID string) {
 	go e.drive(sessionID)
 }
 
-// drive executes the session's non-terminal runs one after another.
+// drive executes the session's non-terminal runs one after another. A run
+// the storage stopped (a full disk) is not failed for it: the session
+// pauses, longer each time, and takes the run up again from what was
+// written, until the storage accepts writes again.
 func (e *Engine) drive(sessionID string) {
 	defer e.wg.Done()
+	pauses := 0
+	stalled := "" // the run the storage stopped, to repair before it goes on
 	for {
-		run, ok := e.nextRun(sessionID)
+		run, ok := e.nextRun(sessionID, &pauses)
 		if !ok {
 			return
 		}
-		e.execute(run)
+		if run.ID == stalled {
+			if err := e.repairStalled(run); err != nil {
+				pauses++
+				e.pause(pauses, "run", run.ID, "err", err)
+				continue
+			}
+			stalled = ""
+		}
+		if err := e.execute(run); err != nil {
+			stalled = run.ID
+			pauses++
+			e.pause(pauses, "run", run.ID, "err", err)
+			continue
+		}
+		pauses = 0
+	}
+}
+
+// pause waits before the n-th retry after a storage failure: StoragePause
+// Base, doubling up to Cap. It returns early when the engine stops.
+func (e *Engine) pause(n int, logArgs ...any) {
+	d := e.cfg.StoragePause.Base
+	for i := 1; i < n && d < e.cfg.StoragePause.Cap; i++ {
+		d *= 2
+	}
+	d = min(d, e.cfg.StoragePause.Cap)
+	// The state change is logged once by the store's watcher; each pause
+	// only at debug level.
+	e.log.Debug("paused by storage", append(logArgs, "attempt", n, "delay", d)...)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-e.baseCtx.Done():
 	}
 }
 
 // nextRun returns the session's oldest non-terminal run, or releases the
 // session and returns false when there is none (or the engine is closing).
-func (e *Engine) nextRun(sessionID string) (core.Run, bool) {
+// A failed read pauses and tries again: dropping the session would leave
+// its runs unexecuted until the next start.
+func (e *Engine) nextRun(sessionID string, pauses *int) (core.Run, bool) {
 	for {
 		e.mu.Lock()
 		x := e.sessions[sessionID]
@@ -312,8 +362,14 @@ func (e *Engine) nextRun(sessionID string) (core.Run, bool) {
 		runs, err := e.st.ActiveRuns(ctx, sessionID)
 		cancel()
 		e.mu.Lock()
-		if err != nil {
-			e.log.Error("list active runs", "session", sessionID, "err", err)
+		if err != nil && !e.closing {
+			e.mu.Unlock()
+			*pauses++
+			if *pauses == 1 {
+				e.log.Error("list active runs", "session", sessionID, "err", err)
+			}
+			e.pause(*pauses, "session", sessionID, "err", err)
+			continue
 		}
 		if err == nil && len(runs) == 0 && x.again && !e.closing {
 			// A run was admitted after the read began; read again.

@@ -233,59 +233,11 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 // repair closes what a crash left open in one run's transcript and decides
 // whether the run resumes.
 func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
-	now := e.now()
+	waiting, err := e.closeCutOff(ctx, tx, run, "interrupted by server restart; outcome unknown", "cut off by a server restart")
+	if err != nil {
+		return err
+	}
 	w := writer{ctx: ctx, tx: tx}
-	infos, err := tx.RunMessages(ctx, run.ID)
-	if err != nil {
-		return err
-	}
-	// A call waiting for a permission has not run; it keeps waiting.
-	waiting := map[string]bool{}
-	pending, err := tx.PendingPermissions(ctx, run.SessionID)
-	if err != nil {
-		return err
-	}
-	for _, q := range pending {
-		if q.RunID == run.ID {
-			waiting[q.PartID] = true
-		}
-	}
-	for _, info := range infos {
-		if info.Role != core.RoleAssistant {
-			continue
-		}
-		m, err := tx.Message(ctx, run.SessionID, info.ID)
-		if err != nil {
-			return err
-		}
-		for _, p := range m.Parts {
-			switch {
-			case p.Type == core.PartTool && waiting[p.ID] && p.State.Status == core.ToolPending:
-			case p.Type == core.PartTool && (p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning):
-				start := p.State.Time.Start
-				if start == 0 {
-					start = now
-				}
-				p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input,
-					Error:    "interrupted by server restart; outcome unknown",
-					Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
-				w.part(p)
-			case (p.Type == core.PartText || p.Type == core.PartReasoning) && p.Time.End == 0:
-				p.Time.End = now
-				w.part(p)
-			}
-		}
-		if m.Info.Completed == 0 && len(waiting) == 0 {
-			info := m.Info
-			info.Completed = now
-			info.Finish = "error"
-			info.Error = core.AbortedError("cut off by a server restart")
-			w.message(info)
-		}
-	}
-	if w.err != nil {
-		return w.err
-	}
 	switch {
 	case !e.cfg.Resume:
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: core.ReasonServerRestart,
@@ -294,7 +246,7 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
 			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil)
 	}
-	if len(waiting) > 0 {
+	if waiting {
 		run.State, run.Phase = core.RunRunning, core.PhaseWaitingPermission
 		w.run(run)
 		w.status(run.SessionID, core.StatusOf(&run, nil))
@@ -305,6 +257,82 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 	w.run(run)
 	w.status(run.SessionID, core.StatusOf(&run, nil))
 	return w.err
+}
+
+// repairStalled closes what a run the storage stopped left open, before
+// the run is taken up again. Unlike a restart this is not counted as a
+// resume: the process did not crash, and a disk that stays full for a
+// while must not fail the run.
+func (e *Engine) repairStalled(run core.Run) error {
+	ctx, cancel := detached(e.baseCtx)
+	defer cancel()
+	return e.st.Tx(ctx, func(tx store.Tx) error {
+		cur, err := tx.Run(ctx, run.ID)
+		if err != nil || core.TerminalState(cur.State) {
+			return err
+		}
+		_, err = e.closeCutOff(ctx, tx, cur, "interrupted: the storage refused a write; outcome unknown",
+			"cut off: the storage refused a write")
+		return err
+	})
+}
+
+// closeCutOff ends the parts and messages of a run that were open when it
+// was cut off: a tool call that may have run gets an error result (its
+// outcome is unknown, so it is not run again), streamed text is closed, an
+// unfinished message ends with an abort error. Calls waiting for a
+// permission keep waiting; waiting reports whether there are any.
+func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, toolErr, msgErr string) (waiting bool, err error) {
+	now := e.now()
+	w := writer{ctx: ctx, tx: tx}
+	infos, err := tx.RunMessages(ctx, run.ID)
+	if err != nil {
+		return false, err
+	}
+	// A call waiting for a permission has not run; it keeps waiting.
+	waits := map[string]bool{}
+	pending, err := tx.PendingPermissions(ctx, run.SessionID)
+	if err != nil {
+		return false, err
+	}
+	for _, q := range pending {
+		if q.RunID == run.ID {
+			waits[q.PartID] = true
+		}
+	}
+	for _, info := range infos {
+		if info.Role != core.RoleAssistant {
+			continue
+		}
+		m, err := tx.Message(ctx, run.SessionID, info.ID)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range m.Parts {
+			switch {
+			case p.Type == core.PartTool && waits[p.ID] && p.State.Status == core.ToolPending:
+			case p.Type == core.PartTool && (p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning):
+				start := p.State.Time.Start
+				if start == 0 {
+					start = now
+				}
+				p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: toolErr,
+					Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
+				w.part(p)
+			case (p.Type == core.PartText || p.Type == core.PartReasoning) && p.Time.End == 0:
+				p.Time.End = now
+				w.part(p)
+			}
+		}
+		if m.Info.Completed == 0 && len(waits) == 0 {
+			info := m.Info
+			info.Completed = now
+			info.Finish = "error"
+			info.Error = core.AbortedError(msgErr)
+			w.message(info)
+		}
+	}
+	return len(waits) > 0, w.err
 }
 
 // assistantMessage starts an assistant message of the run, answering the

@@ -30,17 +30,25 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 }
 
-// execute runs one run to its end, or until shutdown.
-func (e *Engine) execute(run core.Run) {
+// execute runs one run to its end, or until shutdown. It returns an error
+// wrapping store.ErrStorage when the storage refused one of the run's
+// writes: the run then stays non-terminal, whatever outcome the loop
+// reached (a failure it caused is not the run's), to be taken up again.
+func (e *Engine) execute(run core.Run) error {
 	ctx, h := e.register(run.ID)
 	defer e.unregister(h)
-	r := &runner{e: e, run: run}
+	lost := &store.WriteFailures{}
+	ctx = store.WithWriteFailures(ctx, lost)
+	r := &runner{e: e, run: run, lost: lost}
 	for {
 		o, ok := r.loop(ctx)
 		if !ok {
 			// Shutdown: leave the run non-terminal for the next start.
 			r.flushOnShutdown(ctx)
-			return
+			return nil
+		}
+		if err := lost.Err(); err != nil {
+			return fmt.Errorf("run %s: %w", run.ID, err)
 		}
 		wctx, cancel := detached(ctx)
 		err := e.finish(wctx, r.run.ID, o, r.step)
@@ -48,13 +56,16 @@ func (e *Engine) execute(run core.Run) {
 		if errors.Is(err, errSteered) {
 			continue
 		}
+		if errors.Is(err, store.ErrStorage) {
+			return fmt.Errorf("write outcome of run %s: %w", run.ID, err)
+		}
 		if err != nil {
 			// The run stays non-terminal; the next start recovers it.
 			e.log.Error("write run outcome", "run", run.ID, "err", err)
-			return
+			return nil
 		}
 		e.runEnded(run.ID)
-		return
+		return nil
 	}
 }
 
@@ -63,6 +74,8 @@ type runner struct {
 	e    *Engine
 	run  core.Run
 	step *step
+	// lost records the writes of this run the storage refused.
+	lost *store.WriteFailures
 	// prefix is the conversation before this run, converted once.
 	prefix []llm.Message
 	// recent holds the tool calls of this run, for the doom-loop guard.
@@ -271,10 +284,18 @@ func (r *runner) cancelled(ctx context.Context, err error) (outcome, bool) {
 	if err == nil {
 		err = cause
 	}
+	if err == nil && r.lost != nil {
+		// Some paths drop a write's error on the way; the store noted it.
+		err = r.lost.Err()
+	}
 	if err == nil {
 		err = errors.New("run stopped without a cause")
 	}
-	r.e.log.Error("run failed", "run", r.run.ID, "err", err)
+	if !errors.Is(err, store.ErrStorage) {
+		// A storage failure is not the run's: execute sets the outcome
+		// aside, and the store's watcher has logged it.
+		r.e.log.Error("run failed", "run", r.run.ID, "err", err)
+	}
 	return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, err.Error())}, true
 }
 

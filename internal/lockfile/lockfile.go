@@ -27,7 +27,7 @@ type Lock struct {
 func Acquire(path string) (*Lock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
+		return nil, fmt.Errorf("take the database lock (is its directory writable?): %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		owner, _ := os.ReadFile(path)

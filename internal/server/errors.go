@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd/internal/core"
@@ -17,17 +18,19 @@ type apiError struct {
 	status int
 	name   string
 	msg    string
+	// retryAfter, in seconds, tells the client when to try again.
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.msg }
 
 func badRequest(format string, args ...any) *apiError {
 	// opencode answers bad requests with the name "BadRequest".
-	return &apiError{http.StatusBadRequest, "BadRequest", fmt.Sprintf(format, args...)}
+	return &apiError{status: http.StatusBadRequest, name: "BadRequest", msg: fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) *apiError {
-	return &apiError{http.StatusNotFound, "NotFoundError", fmt.Sprintf(format, args...)}
+	return &apiError{status: http.StatusNotFound, name: "NotFoundError", msg: fmt.Sprintf(format, args...)}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -43,6 +46,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
 	writeJSON(w, e.status, core.NewError(e.name, e.msg))
 }
 
@@ -53,8 +59,7 @@ func decodeJSON(r *http.Request, v any, emptyOK bool) *apiError {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &apiError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError",
-				fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
+			return &apiError{status: http.StatusRequestEntityTooLarge, name: "PayloadTooLargeError", msg: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)}
 		}
 		return badRequest("read request body: %v", err)
 	}

@@ -104,11 +104,11 @@ func (s Security) middleware(next http.Handler) http.Handler {
 	g := &guard{sec: s, failed: map[string][]time.Time{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.LoopbackOnly && !IsLoopbackHost(hostOnly(r.Host)) {
-			writeError(w, &apiError{http.StatusForbidden, "ForbiddenError", "host " + r.Host + " is not a local name; this server only answers on loopback"})
+			writeError(w, &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "host " + r.Host + " is not a local name; this server only answers on loopback"})
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o, r) {
-			writeError(w, &apiError{http.StatusForbidden, "ForbiddenError", "cross-origin request from " + o + " refused (allow it with --cors)"})
+			writeError(w, &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "cross-origin request from " + o + " refused (allow it with --cors)"})
 			return
 		}
 		if s.Password != "" && !g.authorized(w, r) {
@@ -119,8 +119,7 @@ func (s Security) middleware(next http.Handler) http.Handler {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.ContentLength != 0 {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {
-				writeError(w, &apiError{http.StatusUnsupportedMediaType, "UnsupportedMediaTypeError",
-					"request bodies must be JSON with Content-Type: application/json"})
+				writeError(w, &apiError{status: http.StatusUnsupportedMediaType, name: "UnsupportedMediaTypeError", msg: "request bodies must be JSON with Content-Type: application/json"})
 				return
 			}
 		}
@@ -148,7 +147,7 @@ func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
 	g.mu.Unlock()
 	if locked {
 		w.Header().Set("Retry-After", fmt.Sprint(int(loginWindow.Seconds())))
-		writeError(w, &apiError{http.StatusTooManyRequests, "TooManyRequestsError", "too many failed logins from this address; try again later"})
+		writeError(w, &apiError{status: http.StatusTooManyRequests, name: "TooManyRequestsError", msg: "too many failed logins from this address; try again later"})
 		return false
 	}
 	user, pass, ok := r.BasicAuth()
@@ -166,7 +165,7 @@ func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
 		g.mu.Unlock()
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="agentd"`)
-	writeError(w, &apiError{http.StatusUnauthorized, "UnauthorizedError", "authentication required"})
+	writeError(w, &apiError{status: http.StatusUnauthorized, name: "UnauthorizedError", msg: "authentication required"})
 	return false
 }
 

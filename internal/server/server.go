@@ -168,7 +168,7 @@ func (s *Server) dispatch(rts []route) http.Handler {
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, &apiError{http.StatusMethodNotAllowed, "MethodNotAllowedError", r.Method + " is not allowed on " + r.URL.Path})
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, name: "MethodNotAllowedError", msg: r.Method + " is not allowed on " + r.URL.Path})
 	})
 }
 
@@ -202,7 +202,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) readBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.BodyLimit {
-			writeError(w, &apiError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError", "request body is too large"})
+			writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, name: "PayloadTooLargeError", msg: "request body is too large"})
 			return
 		}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
@@ -213,8 +213,7 @@ func (s *Server) readBody(next http.Handler) http.Handler {
 			var mbe *http.MaxBytesError
 			switch {
 			case errors.As(err, &mbe):
-				writeError(w, &apiError{http.StatusRequestEntityTooLarge, "PayloadTooLargeError",
-					fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)})
+				writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, name: "PayloadTooLargeError", msg: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)})
 				return
 			case err != nil:
 				writeError(w, badRequest("read request body: %v", err))
@@ -234,7 +233,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 					panic(v)
 				}
 				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-				writeError(w, &apiError{http.StatusInternalServerError, "UnknownError", "internal server error"})
+				writeError(w, &apiError{status: http.StatusInternalServerError, name: "UnknownError", msg: "internal server error"})
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -242,6 +241,10 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 }
 
 // storeErr maps store and engine errors to API errors.
+// storageRetryAfter is the Retry-After, in seconds, of a write the storage
+// refused.
+const storageRetryAfter = 10
+
 func (s *Server) storeErr(err error, what string) *apiError {
 	var ie *engine.InputError
 	var idc *engine.IDConflictError
@@ -253,17 +256,25 @@ func (s *Server) storeErr(err error, what string) *apiError {
 	case errors.As(err, &ie):
 		return badRequest("%s", ie.Msg)
 	case errors.Is(err, engine.ErrBusy):
-		return &apiError{http.StatusConflict, "SessionBusyError", "session is busy and the busy policy is reject"}
+		return &apiError{status: http.StatusConflict, name: "SessionBusyError", msg: "session is busy and the busy policy is reject"}
 	case errors.Is(err, engine.ErrAlreadyAnswered):
-		return &apiError{http.StatusConflict, "ConflictError", err.Error()}
+		return &apiError{status: http.StatusConflict, name: "ConflictError", msg: err.Error()}
 	case errors.As(err, &idc):
-		return &apiError{http.StatusConflict, "ConflictError", idc.Error()}
+		return &apiError{status: http.StatusConflict, name: "ConflictError", msg: idc.Error()}
 	case errors.Is(err, engine.ErrClosed):
-		return &apiError{http.StatusServiceUnavailable, "ServerClosingError", err.Error()}
+		return &apiError{status: http.StatusServiceUnavailable, name: "ServerClosingError", msg: err.Error()}
+	case errors.Is(err, store.ErrStorageFull):
+		// Nothing was written; the same request succeeds once space is
+		// freed. The store's watcher has logged the failure.
+		return &apiError{status: http.StatusServiceUnavailable, name: "StorageFullError",
+			msg: "the database's disk is full; nothing was written, retry once space is freed", retryAfter: storageRetryAfter}
+	case errors.Is(err, store.ErrStorage):
+		return &apiError{status: http.StatusServiceUnavailable, name: "StorageError",
+			msg: "the database refused the write (" + err.Error() + "); nothing was written", retryAfter: storageRetryAfter}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &apiError{http.StatusServiceUnavailable, "RequestCancelledError", "request cancelled"}
+		return &apiError{status: http.StatusServiceUnavailable, name: "RequestCancelledError", msg: "request cancelled"}
 	default:
 		s.log.Error("request failed", "what", what, "err", err)
-		return &apiError{http.StatusInternalServerError, "UnknownError", "internal error"}
+		return &apiError{status: http.StatusInternalServerError, name: "UnknownError", msg: "internal error"}
 	}
 }

@@ -109,8 +109,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	if err := migrate(ctx, w); err != nil {
+	err = migrate(ctx, w)
+	if err == nil {
+		err = probeWrite(ctx, w)
+	}
+	if err != nil {
 		w.Close()
+		if err = storageError(err); errors.Is(err, store.ErrStorage) {
+			return nil, fmt.Errorf("database %s does not accept writes (is the file, its directory or its disk read-only or full?): %w", path, err)
+		}
 		return nil, err
 	}
 	r, err := sql.Open("sqlite", dsn(true))
@@ -125,6 +132,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.Reader = sqlstore.Reader{Q: r, D: dialect}
 	go s.committer()
 	return s, nil
+}
+
+// probeWrite commits a write that changes nothing, so that a database that
+// cannot be written (a read-only file or directory, a full disk) fails
+// start-up instead of every write after the server reported healthy; an
+// already migrated database is otherwise only read at start.
+func probeWrite(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -191,7 +218,24 @@ func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
 	case <-s.stopped:
 		return ErrClosed
 	}
-	return <-req.err
+	return storageError(<-req.err)
+}
+
+// storageError marks the errors that come from the storage rather than
+// from what was written, so that callers can tell a full disk from a bug.
+func storageError(err error) error {
+	var se *sqlite.Error
+	if err == nil || !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("%w: %w", store.ErrStorageFull, err)
+	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
+		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_PERM:
+		return fmt.Errorf("%w: %w", store.ErrStorage, err)
+	}
+	return err
 }
 
 func (s *Store) committer() {
@@ -248,9 +292,11 @@ func (s *Store) commitBatch(batch []*txReq) {
 		if err := runFn(r.fn, t); err != nil {
 			r.fail = err
 			if _, rerr := sqlTx.ExecContext(ctx, "ROLLBACK TO agentd_tx; RELEASE agentd_tx"); rerr != nil {
-				// The transaction is in an unknown state: give up on all.
+				// The transaction is in an unknown state (SQLite may have
+				// rolled it back itself, as it does on a full disk): give
+				// up on all, keeping the first cause.
 				_ = sqlTx.Rollback()
-				finish(fmt.Errorf("roll back savepoint: %w", rerr))
+				finish(fmt.Errorf("roll back savepoint after %w: %w", err, rerr))
 				return
 			}
 			continue

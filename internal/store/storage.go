@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrStorage marks a write the storage refused for a reason of its own (an
+// I/O error, a read-only file, a database that went away) rather than
+// because of what was written. Such a write may succeed later unchanged.
+// Drivers wrap their errors with it (or with ErrStorageFull).
+var ErrStorage = errors.New("storage refused the write")
+
+// ErrStorageFull is the ErrStorage of a full disk or quota. errors.Is
+// reports both ErrStorageFull and ErrStorage for it.
+var ErrStorageFull = &fullError{}
+
+type fullError struct{}
+
+func (*fullError) Error() string        { return "storage is full" }
+func (*fullError) Is(target error) bool { return target == ErrStorage }
+
+// WriteFailures collects the storage failures of the transactions run with
+// a context that carries it (WithWriteFailures), so that a long piece of
+// work — a run — can tell that one of its writes was lost even where the
+// error itself was dropped on the way.
+type WriteFailures struct {
+	mu  sync.Mutex
+	err error
+}
+
+// Err returns the first storage failure recorded, or nil.
+func (w *WriteFailures) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func (w *WriteFailures) note(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
+type failuresKey struct{}
+
+// WithWriteFailures returns a context whose transactions on a watched store
+// (Watch) record their storage failures in w. Detached contexts derived
+// from it (context.WithoutCancel) keep recording.
+func WithWriteFailures(ctx context.Context, w *WriteFailures) context.Context {
+	return context.WithValue(ctx, failuresKey{}, w)
+}
+
+// Watched is a Store that notices storage failures: it logs once when
+// writes start failing and once when they succeed again (not once per
+// write), and records each failure in the WriteFailures of the context.
+type Watched struct {
+	Store
+	log  *slog.Logger
+	down atomic.Bool
+}
+
+// Watch returns st watched for storage failures, logging to log.
+func Watch(st Store, log *slog.Logger) *Watched {
+	return &Watched{Store: st, log: log}
+}
+
+// Down reports whether the last write failed for a storage reason.
+func (w *Watched) Down() bool { return w.down.Load() }
+
+// Tx implements Store.
+func (w *Watched) Tx(ctx context.Context, fn func(Tx) error) error {
+	err := w.Store.Tx(ctx, fn)
+	switch {
+	case errors.Is(err, ErrStorage):
+		if f, ok := ctx.Value(failuresKey{}).(*WriteFailures); ok {
+			f.note(err)
+		}
+		if w.down.CompareAndSwap(false, true) {
+			w.log.Error("storage refuses writes; runs pause and retry until it accepts them", "err", err)
+		}
+	case err == nil:
+		if w.down.Load() && w.down.CompareAndSwap(true, false) {
+			w.log.Info("storage accepts writes again; paused runs resume")
+		}
+	}
+	return err
+}
