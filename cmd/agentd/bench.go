@@ -36,8 +36,13 @@ func cmdBench(ctx context.Context, args []string) error {
 	dur := fs.Duration("duration", 5*time.Second, "status and fanout: how long each runs")
 	subs := fs.Int("subscribers", 100, "fanout: SSE subscribers")
 	producers := fs.Int("producers", 8, "fanout: sessions producing events")
+	soak := fs.Duration("soak", 30*time.Minute, "soak: how long")
+	sample := fs.Duration("sample", time.Minute, "soak: how often to sample the server")
+	soakWorkers := fs.Int("soak-workers", 8, "soak: client workers")
+	dbPath := fs.String("db", "", "soak: the server's database file, to sample its size (when --url is given)")
 	pid := fs.Int("pid", 0, "pid of the server, to sample its memory (when --url is given)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
+	strict := fs.Bool("strict", false, "exit 1 when a scenario saw errors or an SSE gap (for CI)")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
 	}
@@ -46,7 +51,8 @@ func cmdBench(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := bench.Options{URL: strings.TrimRight(*url, "/"), Model: ref, Turns: *turns, Sessions: *sessions, TurnsEach: *turnsEach,
-		Busy: *busy, Idle: *idle, Duration: *dur, Subscribers: *subs, Producers: *producers, PID: *pid, Progress: os.Stderr}
+		Busy: *busy, Idle: *idle, Duration: *dur, Subscribers: *subs, Producers: *producers, PID: *pid, Progress: os.Stderr,
+		SoakDuration: *soak, Sample: *sample, SoakWorkers: *soakWorkers, DBPath: *dbPath}
 	var startup []time.Duration
 	wantStartup := false
 	for _, s := range strings.Split(*scen, ",") {
@@ -74,7 +80,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		if err := srv.start(ctx); err != nil {
 			return err
 		}
-		opts.URL, opts.PID = srv.url, srv.cmd.Process.Pid
+		opts.URL, opts.PID, opts.DBPath = srv.url, srv.cmd.Process.Pid, filepath.Join(srv.dir, "agentd.db")
 	} else if wantStartup {
 		fmt.Fprintln(os.Stderr, "startup: skipped, the server was started elsewhere")
 	}
@@ -94,6 +100,13 @@ func cmdBench(ctx context.Context, args []string) error {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
 			return err
+		}
+	}
+	if *strict {
+		for _, r := range rep.Results {
+			if r.Errors > 0 || r.Figures["sse_gaps"] > 0 {
+				return fmt.Errorf("%s: %d errors, %v SSE gaps", r.Scenario, r.Errors, r.Figures["sse_gaps"])
+			}
 		}
 	}
 	return nil
@@ -125,6 +138,13 @@ func printReport(rep bench.Report) {
 		if r.Notes != "" {
 			fmt.Printf("%-12s %s\n", r.Scenario, r.Notes)
 		}
+		if len(r.Samples) > 0 {
+			fmt.Printf("\n%8s %10s %8s %11s %8s %9s\n", "minutes", "RSS MiB", "fds", "goroutines", "DB MiB", "actions")
+			for _, s := range r.Samples {
+				fmt.Printf("%8.1f %10.1f %8.0f %11.0f %8.1f %9d\n", s.Minutes, s.RSSMiB, s.FDs, s.Goroutines, s.DBMiB, s.Turns)
+			}
+			fmt.Println()
+		}
 	}
 	if m := rep.Memory; m != nil {
 		fmt.Printf("%-12s %-28s %12s\n", "memory", "RSS MiB before/peak/after", fmt.Sprintf("%.1f/%.1f/%.1f", m.Before, m.Peak, m.After))
@@ -152,7 +172,10 @@ func startBenchServer(ctx context.Context) (*benchServer, error) {
 	s := &benchServer{dir: dir, fake: &http.Server{Handler: fakellm.New(fakellm.Options{}).Handler(), ReadHeaderTimeout: 10 * time.Second}}
 	go s.fake.Serve(ln)
 	s.cfg = filepath.Join(dir, "agentd.json")
-	cfg := `{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://` + ln.Addr().String() + `/v1"}}}}`
+	// bash is allowed (it asks by default) for the soak's tool turns; the
+	// event log keeps 100,000 events so that a soak reaches its plateau.
+	cfg := `{"model":"fake/fake-model","permission":{"bash":"allow"},"agentd":{"events":{"maxCount":100000}},` +
+		`"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://` + ln.Addr().String() + `/v1"}}}}`
 	return s, os.WriteFile(s.cfg, []byte(cfg), 0o644)
 }
 

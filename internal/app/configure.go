@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/config"
@@ -37,6 +38,17 @@ func (c *Config) Apply(f config.File, dir string) error {
 			return fmt.Errorf("small_model %q: %w", f.SmallModel, err)
 		}
 		c.Engine.SmallModel = &ref
+	}
+	if ev := f.Agentd.Events; ev != nil {
+		if ev.MaxAge != "" {
+			if c.EventMaxAge, err = time.ParseDuration(ev.MaxAge); err != nil || c.EventMaxAge <= 0 {
+				return fmt.Errorf("agentd.events.maxAge %q: want a positive duration such as \"168h\"", ev.MaxAge)
+			}
+		}
+		if ev.MaxCount < 0 {
+			return fmt.Errorf("agentd.events.maxCount %d: want a positive count", ev.MaxCount)
+		}
+		c.EventMaxCount = ev.MaxCount
 	}
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog

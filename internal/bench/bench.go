@@ -37,6 +37,12 @@ type Options struct {
 	Duration    time.Duration // status and fan-out: how long
 	Subscribers int           // fan-out: SSE subscribers
 	Producers   int           // fan-out: sessions producing events
+	// Soak: how long, how often to sample, how many client workers, and
+	// the server's database file (for its size; optional).
+	SoakDuration time.Duration
+	Sample       time.Duration
+	SoakWorkers  int
+	DBPath       string
 	// PID, when known, is sampled for RSS.
 	PID      int
 	Progress io.Writer
@@ -73,6 +79,8 @@ type Result struct {
 	Latency  map[string]Latency `json:"latency,omitempty"`
 	Errors   int64              `json:"errors"`
 	Notes    string             `json:"notes,omitempty"`
+	// Samples are the soak scenario's measurements over time.
+	Samples []Sample `json:"samples,omitempty"`
 }
 
 // Report is the whole run.
@@ -119,6 +127,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			res, err = r.status(ctx)
 		case "fanout":
 			res, err = r.fanout(ctx)
+		case "soak":
+			res, err = r.soak(ctx)
 		default:
 			err = fmt.Errorf("unknown scenario %q", sc)
 		}

@@ -166,9 +166,19 @@ func resolveFile(v, dir string) (string, error) {
 
 // Settings are agentd's own knobs.
 type Settings struct {
-	MaxSteps int    `json:"maxSteps"`
-	Resume   *bool  `json:"resume"`
-	Retry    *Retry `json:"retry"`
+	MaxSteps int     `json:"maxSteps"`
+	Resume   *bool   `json:"resume"`
+	Retry    *Retry  `json:"retry"`
+	Events   *Events `json:"events"`
+}
+
+// Events bounds the durable event log: events older than MaxAge (a Go
+// duration, default "168h") or beyond the newest MaxCount (default
+// 1,000,000) are pruned. A client resuming from a pruned position is told
+// so with server.gap.
+type Events struct {
+	MaxAge   string `json:"maxAge"`
+	MaxCount int    `json:"maxCount"`
 }
 
 // Retry bounds provider retries.
@@ -317,6 +327,9 @@ func merge(a, b File) File {
 	}
 	if b.Agentd.Retry != nil {
 		a.Agentd.Retry = b.Agentd.Retry
+	}
+	if b.Agentd.Events != nil {
+		a.Agentd.Events = b.Agentd.Events
 	}
 	return a
 }

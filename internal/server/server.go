@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentd/agentd/internal/engine"
@@ -50,6 +51,9 @@ type Server struct {
 	mux     *http.ServeMux
 	started time.Time
 	dirs    dirCache
+
+	metricsOnce sync.Once
+	metricsH    http.Handler
 }
 
 // route is one method on one path; the table drives both the mux and the
@@ -126,6 +130,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/api/command", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/api/skill", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
+		{"GET", "/metrics", "Process metrics in Prometheus text format: goroutines, memory, open files.", true, s.metrics},
 	}
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}

@@ -265,7 +265,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event",
 		"GET /experimental/capabilities", "GET /experimental/console", "GET /experimental/resource",
 		"GET /experimental/workspace", "GET /experimental/workspace/status", "GET /formatter",
-		"GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /path", "GET /permission",
+		"GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /metrics", "GET /path", "GET /permission",
 		"GET /project/current", "GET /project/{projectID}/directories", "GET /provider", "GET /provider/auth",
 		"GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}", "GET /session/{id}/children",
 		"GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message",
@@ -389,5 +389,19 @@ func TestSecurity(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("after five failed logins: %d", resp.StatusCode)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	r := call(t, "GET", a.URL()+"/metrics", "", nil)
+	if r.status != 200 {
+		t.Fatalf("GET /metrics: %d", r.status)
+	}
+	for _, name := range []string{"go_goroutines ", "process_open_fds ", "process_resident_memory_bytes "} {
+		if !strings.Contains(string(r.body), "\n"+name) {
+			t.Errorf("/metrics has no %s", name)
+		}
 	}
 }
