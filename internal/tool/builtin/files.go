@@ -74,12 +74,17 @@ func (Read) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 		return tool.Errorf(fmt.Sprintf("%s is a binary file; read shows text files only", in.FilePath)), nil
 	}
 	var sb strings.Builder
+	var buf []byte
 	n, shown := 0, 0
 	for {
 		if n%1024 == 0 && ctx.Err() != nil {
 			return tool.Result{}, ctx.Err()
 		}
-		line, err := readLine(br, readMaxLine)
+		keep := n >= in.Offset && shown < limit
+		line, err := readLine(br, buf, readMaxLine, keep)
+		if keep && line != nil {
+			buf = line[:0]
+		}
 		if err == io.EOF && line == nil {
 			break
 		}
@@ -101,30 +106,38 @@ func (Read) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	return tool.Result{Output: sb.String(), Title: rel(call.Directory, p), Metadata: map[string]any{"lines": n}}, nil
 }
 
-// readLine reads one line (without its newline), keeping at most max
-// bytes of it and marking a cut; it returns io.EOF with the last line.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	var line []byte
-	cut := false
+// readLine reads one line (without its newline) into buf, keeping at most
+// max bytes of it and marking a cut. With keep false the line is only
+// consumed: counting the lines before an offset copies nothing. It returns
+// io.EOF with the last line, and a nil line when there is none.
+func readLine(br *bufio.Reader, buf []byte, max int, keep bool) ([]byte, error) {
+	line := buf[:0]
+	total := 0
 	for {
 		frag, err := br.ReadSlice('\n')
-		if len(line) < max {
+		total += len(frag)
+		if keep && len(line) < max {
 			line = append(line, frag[:min(len(frag), max-len(line))]...)
-		} else if len(frag) > 0 {
-			cut = true
-		}
-		if len(frag) > max {
-			cut = true
 		}
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		line = []byte(strings.TrimRight(string(line), "\r\n"))
-		if cut {
-			line = append(line, "… (line cut)"...)
-		}
-		if err == io.EOF && len(line) == 0 && !cut {
+		if err == io.EOF && total == 0 {
 			return nil, io.EOF
+		}
+		if !keep {
+			return []byte{}, err
+		}
+		content := total
+		if n := len(frag); n > 0 && frag[n-1] == '\n' {
+			content--
+			if n > 1 && frag[n-2] == '\r' {
+				content--
+			}
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if content > max {
+			line = append(line, "… (line cut)"...)
 		}
 		return line, err
 	}
