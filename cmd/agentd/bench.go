@@ -42,7 +42,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	dbPath := fs.String("db", "", "soak: the server's database file, to sample its size (when --url is given)")
 	pid := fs.Int("pid", 0, "pid of the server, to sample its memory (when --url is given)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
-	strict := fs.Bool("strict", false, "exit 1 when a scenario saw errors or an SSE gap (for CI)")
+	strict := fs.Bool("strict", false, "exit 1 when a scenario saw errors, an unannounced SSE gap or a duplicate (for CI)")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
 	}
@@ -104,8 +104,8 @@ func cmdBench(ctx context.Context, args []string) error {
 	}
 	if *strict {
 		for _, r := range rep.Results {
-			if r.Errors > 0 || r.Figures["sse_gaps"] > 0 {
-				return fmt.Errorf("%s: %d errors, %v SSE gaps", r.Scenario, r.Errors, r.Figures["sse_gaps"])
+			if r.Errors > 0 || r.Figures["sse_gaps"] > 0 || r.Figures["sse_duplicates"] > 0 {
+				return fmt.Errorf("%s: %d errors, %v unannounced SSE gaps, %v duplicates", r.Scenario, r.Errors, r.Figures["sse_gaps"], r.Figures["sse_duplicates"])
 			}
 		}
 	}

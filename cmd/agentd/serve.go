@@ -45,6 +45,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	tlsCert := fs.String("tls-cert", "", "certificate file: serve HTTPS (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "private key file of --tls-cert")
 	maxConns := fs.Int("max-conns", 1024, "connections served at once; more are answered 503")
+	pprofOn := fs.Bool("pprof", false, "serve Go's profiles under /debug/pprof/")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
 	}
@@ -75,7 +76,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	}
 	cfg := app.Config{
 		DBPath: *db, Host: *host, Port: *port, Version: version, Directory: wd,
-		Security: sec, Logger: log, TLSCert: *tlsCert, TLSKey: *tlsKey, MaxConns: *maxConns,
+		Security: sec, Logger: log, TLSCert: *tlsCert, TLSKey: *tlsKey, MaxConns: *maxConns, Pprof: *pprofOn,
 	}
 	if d, err := os.UserConfigDir(); err == nil {
 		cfg.Engine.GlobalDir = filepath.Join(d, "agentd")

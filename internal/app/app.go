@@ -64,6 +64,8 @@ type Config struct {
 	TLSCert, TLSKey string
 	// MaxConns bounds the connections served at once (default 1024).
 	MaxConns int
+	// Pprof serves Go's profiles under /debug/pprof/.
+	Pprof bool
 }
 
 // App is a running agentd node.
@@ -166,6 +168,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
+		Pprof: cfg.Pprof,
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {

@@ -125,7 +125,8 @@ func (r *runner) soak(ctx context.Context) (Result, error) {
 		"minutes": el.Minutes(), "actions": float64(turns.Load()), "actions_per_s": float64(turns.Load()) / el.Seconds(),
 		"aborts": float64(aborts.Load()), "sessions_deleted": float64(deleted.Load()),
 		"sse_reconnects": float64(st.reconnects.Load()), "sse_events": float64(st.events.Load()),
-		"sse_gaps": float64(st.gaps.Load()),
+		"sse_gaps": float64(st.gaps.Load()), "sse_duplicates": float64(st.dups.Load()),
+		"sse_gaps_announced": float64(st.announced.Load()),
 	}}
 	after := samples[1:]
 	if len(after) >= 2 {
@@ -190,15 +191,21 @@ func (r *runner) soakAbort(ctx context.Context, sid string, after time.Duration)
 
 // sseTally counts what the reconnecting streams saw.
 type sseTally struct {
-	reconnects, events, gaps atomic.Int64
+	reconnects, events atomic.Int64
+	// gaps are durable events that did not follow their predecessor
+	// without a server.gap announcing it, dups those seen twice; both
+	// should be zero. announced counts server.gap (events pruned by
+	// retention before the stream got to them).
+	gaps, dups, announced atomic.Int64
 }
 
 // reconnectingStream follows /event, drops the connection after a random
-// while and resumes with Last-Event-ID, counting durable events that did
-// not follow their predecessor (gaps) — there should be none.
+// while and resumes with Last-Event-ID, checking that durable events
+// arrive in order, once, without an unannounced hole.
 func (r *runner) reconnectingStream(ctx context.Context, t *sseTally) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	last := int64(-1)
+	gapOK := false // a server.gap was announced since the last durable event
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, time.Duration(200+rng.IntN(1800))*time.Millisecond)
 		req, _ := http.NewRequestWithContext(sctx, "GET", r.o.URL+"/event", nil)
@@ -209,20 +216,29 @@ func (r *runner) reconnectingStream(ctx context.Context, t *sseTally) {
 		if err == nil {
 			sc := bufio.NewScanner(resp.Body)
 			sc.Buffer(make([]byte, 64<<10), 16<<20)
+			id := int64(-1)
 			for sc.Scan() {
 				line := sc.Bytes()
-				if !bytes.HasPrefix(line, []byte("id:")) {
-					continue
+				switch {
+				case bytes.HasPrefix(line, []byte("id:")):
+					id, _ = strconv.ParseInt(string(bytes.TrimSpace(line[3:])), 10, 64)
+				case bytes.HasPrefix(line, []byte("data:")):
+					if bytes.Contains(line[:min(len(line), 120)], []byte(`"server.gap"`)) {
+						t.announced.Add(1)
+						gapOK = true
+					}
+					if id < 0 {
+						continue
+					}
+					switch {
+					case last >= 0 && id <= last:
+						t.dups.Add(1)
+					case last >= 0 && id != last+1 && !gapOK:
+						t.gaps.Add(1)
+					}
+					last, id, gapOK = max(last, id), -1, false
+					t.events.Add(1)
 				}
-				id, err := strconv.ParseInt(string(bytes.TrimSpace(line[3:])), 10, 64)
-				if err != nil {
-					continue
-				}
-				if last >= 0 && id != last+1 {
-					t.gaps.Add(1)
-				}
-				last = id
-				t.events.Add(1)
 			}
 			resp.Body.Close()
 		}

@@ -17,6 +17,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,7 +128,9 @@ func (h *Hub) Recent(since time.Time, last int64) int64 {
 // Read returns up to max durable events with seq > after, restricted to one
 // session when sessionID is set, and the seq up to which the log has been
 // examined (the next Read may start there). It serves from memory when it
-// can and from the store otherwise.
+// can and from the store otherwise. When retention has pruned events after
+// the cursor it returns a *GapError instead, and reading goes on from
+// GapError.First-1.
 func (h *Hub) Read(ctx context.Context, after int64, sessionID string, max int) ([]core.Event, int64, error) {
 	h.mu.RLock()
 	head := h.head
@@ -152,6 +155,18 @@ func (h *Hub) Read(ctx context.Context, after int64, sessionID string, max int) 
 	if err != nil {
 		return nil, after, err
 	}
+	if len(evs) == 0 || evs[0].Seq > after+1 {
+		// Retention may have pruned events after the cursor, between
+		// the reader's last read and this one. Events the query returned
+		// from below the retained start prove it ran before the prune.
+		first, _, err := h.st.EventBounds(ctx)
+		if err != nil {
+			return nil, after, err
+		}
+		if first > after+1 && (len(evs) == 0 || evs[0].Seq >= first) {
+			return nil, after, &GapError{After: after, First: first}
+		}
+	}
 	if len(evs) == max || bytesOf(evs) >= MaxBatchBytes {
 		return evs, evs[len(evs)-1].Seq, nil
 	}
@@ -162,6 +177,16 @@ func (h *Hub) Read(ctx context.Context, after int64, sessionID string, max int) 
 		through = max64(through, evs[len(evs)-1].Seq)
 	}
 	return evs, through, nil
+}
+
+// GapError reports that the events after After and before First are no
+// longer in the log (retention pruned them).
+type GapError struct {
+	After, First int64
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("events %d to %d were pruned", e.After+1, e.First-1)
 }
 
 // MaxBatchBytes bounds the events one read returns by their size, so that

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -186,5 +187,32 @@ func TestHubReadBoundedByBytes(t *testing.T) {
 	}
 	if len(got) != 20 {
 		t.Fatalf("read %d of 20 events", len(got))
+	}
+}
+
+// prunedReader is a log whose oldest events retention has deleted.
+type prunedReader struct{ logReader }
+
+func (p *prunedReader) EventBounds(context.Context) (int64, int64, error) {
+	return p.evs[0].Seq, p.evs[len(p.evs)-1].Seq, nil
+}
+
+// TestHubReadReportsPrunedHole pins that a reader whose cursor retention
+// overtook between two reads is told (GapError) instead of silently
+// jumping over the pruned events.
+func TestHubReadReportsPrunedHole(t *testing.T) {
+	t.Parallel()
+	pr := &prunedReader{logReader{evs: mkEvents(21, 30)}}
+	h := NewHub(pr, 30, 16)
+	for _, sid := range []string{"", "ses_1"} {
+		_, _, err := h.Read(t.Context(), 5, sid, 100)
+		var gap *GapError
+		if !errors.As(err, &gap) || gap.After != 5 || gap.First != 21 {
+			t.Fatalf("session %q: read past a pruned range: %v", sid, err)
+		}
+	}
+	evs, through, err := h.Read(t.Context(), 20, "", 100)
+	if err != nil || len(evs) != 10 || through != 30 {
+		t.Fatalf("read from the retained start: %d events through %d, %v", len(evs), through, err)
 	}
 }

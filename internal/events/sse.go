@@ -116,6 +116,12 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 	defer hb.Stop()
 	for {
 		evs, through, err := h.Read(ctx, cursor, opts.SessionID, readBatch)
+		var gap *GapError
+		if errors.As(err, &gap) {
+			sw.live(core.MustEvent(opts.SessionID, core.EventServerGap, GapProps{After: gap.After, First: gap.First, Reason: "pruned"}))
+			cursor = gap.First - 1
+			continue
+		}
 		if err != nil {
 			return err
 		}

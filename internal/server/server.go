@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -37,6 +38,9 @@ type Config struct {
 	// Catalog and Paths feed opencode's discovery routes.
 	Catalog Catalog
 	Paths   Paths
+	// Pprof serves Go's profiles under /debug/pprof/ (behind the same
+	// security as every route).
+	Pprof bool
 }
 
 // Server serves the API.
@@ -143,6 +147,13 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	}
 	for _, p := range order {
 		s.mux.Handle(p, s.dispatch(byPattern[p]))
+	}
+	if cfg.Pprof {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("no route for %s %s", r.Method, r.URL.Path))
