@@ -265,7 +265,7 @@ func (w *writer) event(sessionID, typ string, props any) {
 		w.err = fmt.Errorf("encode %s: %w", typ, err)
 		return
 	}
-	_, w.err = w.tx.AppendEvent(w.ctx, ev)
+	w.err = w.tx.AppendEvent(w.ctx, ev)
 }
 
 func (w *writer) part(p core.Part) {

@@ -191,7 +191,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 		if err := tx.InsertSession(r.Context(), sess); err != nil {
 			return err
 		}
-		_, err := tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionCreated, core.SessionProps{SessionID: sess.ID, Info: sess}))
+		err := tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionCreated, core.SessionProps{SessionID: sess.ID, Info: sess}))
 		return err
 	})
 	var ae *apiError
@@ -251,7 +251,7 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 			return err
 		}
 		out = sess
-		_, err = tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionUpdated, core.SessionProps{SessionID: sess.ID, Info: sess}))
+		err = tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionUpdated, core.SessionProps{SessionID: sess.ID, Info: sess}))
 		return err
 	})
 	if err != nil {
@@ -274,7 +274,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) *apiError
 		if err := tx.DeleteSession(r.Context(), id); err != nil {
 			return err
 		}
-		_, err = tx.AppendEvent(r.Context(), core.MustEvent(id, core.EventSessionDeleted, core.SessionProps{SessionID: id, Info: sess}))
+		err = tx.AppendEvent(r.Context(), core.MustEvent(id, core.EventSessionDeleted, core.SessionProps{SessionID: id, Info: sess}))
 		return err
 	})
 	if err != nil {

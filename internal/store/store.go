@@ -120,8 +120,13 @@ type Tx interface {
 	UpdateRun(ctx context.Context, r core.Run) error
 	// PutPermission inserts or replaces a permission request.
 	PutPermission(ctx context.Context, p core.PermissionRequest) error
-	// AppendEvent adds a durable event to the log and returns its seq.
-	AppendEvent(ctx context.Context, ev core.Event) (int64, error)
+	// AppendEvent adds a durable event to the log. Its seq is assigned at
+	// commit (the events the commit hook receives carry it).
+	AppendEvent(ctx context.Context, ev core.Event) error
+	// LockSession holds the session until commit: transactions that lock
+	// the same session follow each other. Decisions about a session's runs
+	// (admit, claim, end) and writes of its messages take it.
+	LockSession(ctx context.Context, id string) error
 }
 
 // Store is a durable agentd store.

@@ -45,8 +45,7 @@ func BenchmarkAppendEvent(b *testing.B) {
 					if err := tx.PutPart(ctx, part); err != nil {
 						return err
 					}
-					_, err := tx.AppendEvent(ctx, core.MustEvent(sess.ID, core.EventPartUpdated, map[string]any{"part": part}))
-					return err
+					return tx.AppendEvent(ctx, core.MustEvent(sess.ID, core.EventPartUpdated, map[string]any{"part": part}))
 				})
 				if err != nil {
 					b.Fatal(err)
@@ -131,7 +130,7 @@ func BenchmarkReplay100k(b *testing.B) {
 	for i := 0; i < total; i += 5000 {
 		err := s.Tx(ctx, func(tx store.Tx) error {
 			for j := range 5000 {
-				if _, err := tx.AppendEvent(ctx, core.MustEvent(fmt.Sprintf("ses_%d", j%50), core.EventPartUpdated, map[string]any{"i": i + j, "text": "some streamed text of a typical size"})); err != nil {
+				if err := tx.AppendEvent(ctx, core.MustEvent(fmt.Sprintf("ses_%d", j%50), core.EventPartUpdated, map[string]any{"i": i + j, "text": "some streamed text of a typical size"})); err != nil {
 					return err
 				}
 			}

@@ -289,7 +289,11 @@ func (s *Store) commitBatch(batch []*txReq) {
 			continue
 		}
 		t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
-		if err := runFn(r.fn, t); err != nil {
+		err := runFn(r.fn, t)
+		if err == nil {
+			err = t.Seal(ctx)
+		}
+		if err != nil {
 			r.fail = err
 			if _, rerr := sqlTx.ExecContext(ctx, "ROLLBACK TO agentd_tx; RELEASE agentd_tx"); rerr != nil {
 				// The transaction is in an unknown state (SQLite may have
@@ -402,14 +406,20 @@ var dialect = &sqlstore.Dialect{
 		}
 		return false
 	},
-	AppendEvent: func(ctx context.Context, q sqlstore.Querier, ev core.Event) (int64, error) {
+	AppendEvents: func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
 		// The single writer makes AUTOINCREMENT dense and commit-ordered.
-		res, err := q.ExecContext(ctx, `INSERT INTO events (session_id, type, time_ms, data) VALUES (?, ?, ?, ?)`,
-			ev.SessionID, ev.Type, ev.Time, string(ev.Properties))
-		if err != nil {
-			return 0, err
+		for i := range evs {
+			ev := &evs[i]
+			res, err := q.ExecContext(ctx, `INSERT INTO events (session_id, type, time_ms, data) VALUES (?, ?, ?, ?)`,
+				ev.SessionID, ev.Type, ev.Time, string(ev.Properties))
+			if err != nil {
+				return err
+			}
+			if ev.Seq, err = res.LastInsertId(); err != nil {
+				return err
+			}
 		}
-		return res.LastInsertId()
+		return nil
 	},
 	LastSeq: func(ctx context.Context, q sqlstore.Querier) (int64, error) {
 		var seq sql.NullInt64

@@ -30,11 +30,28 @@ type Dialect struct {
 	Dollar bool
 	// IsConflict reports whether err is a unique-constraint violation.
 	IsConflict func(error) bool
-	// AppendEvent inserts an event and returns its seq; drivers differ in
-	// how they keep seq dense and commit-ordered.
-	AppendEvent func(ctx context.Context, q Querier, ev core.Event) (int64, error)
+	// AppendEvents inserts a transaction's events, right before it
+	// commits, and sets their Seq; drivers differ in how they keep seq
+	// dense and in commit order.
+	AppendEvents func(ctx context.Context, q Querier, evs []core.Event) error
+	// LockSession, when set, holds a lock on the session until commit, so
+	// that transactions deciding on one session's messages or runs follow
+	// each other. A driver with a single writer needs none.
+	LockSession func(ctx context.Context, q Querier, id string) error
+	// RunData, when set, is the SQL expression that reads a run's JSON in
+	// place of its data column: a driver whose runs are leased reports
+	// there a run whose lease has lapsed as recovering.
+	RunData string
 	// LastSeq returns the last assigned seq.
 	LastSeq func(ctx context.Context, q Querier) (int64, error)
+}
+
+// runData is the expression that reads a run's JSON.
+func (d *Dialect) runData() string {
+	if d.RunData == "" {
+		return "data"
+	}
+	return d.RunData
 }
 
 func (d *Dialect) rebind(q string) string {
@@ -299,13 +316,13 @@ func (r Reader) Message(ctx context.Context, sessionID, messageID string) (core.
 // Run implements store.Reader.
 func (r Reader) Run(ctx context.Context, id string) (core.Run, error) {
 	var run core.Run
-	err := r.one(ctx, &run, "run", `SELECT data FROM runs WHERE id = ?`, id)
+	err := r.one(ctx, &run, "run", `SELECT `+r.D.runData()+` FROM runs WHERE id = ?`, id)
 	return run, err
 }
 
 // Runs implements store.Reader.
 func (r Reader) Runs(ctx context.Context, sessionID string, limit int) ([]core.Run, error) {
-	q := `SELECT data FROM runs WHERE session_id = ? ORDER BY id DESC`
+	q := `SELECT `+r.D.runData()+` FROM runs WHERE session_id = ? ORDER BY id DESC`
 	args := []any{sessionID}
 	if limit > 0 {
 		q += ` LIMIT ?`
@@ -328,9 +345,9 @@ func (r Reader) ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, e
 	var rows *sql.Rows
 	var err error
 	if sessionID == "" {
-		rows, err = r.query(ctx, `SELECT data FROM runs WHERE `+activeStates+` ORDER BY created_ms, id`)
+		rows, err = r.query(ctx, `SELECT `+r.D.runData()+` FROM runs WHERE `+activeStates+` ORDER BY created_ms, id`)
 	} else {
-		rows, err = r.query(ctx, `SELECT data FROM runs WHERE session_id = ? AND `+activeStates+` ORDER BY created_ms, id`, sessionID)
+		rows, err = r.query(ctx, `SELECT `+r.D.runData()+` FROM runs WHERE session_id = ? AND `+activeStates+` ORDER BY created_ms, id`, sessionID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list active runs: %w", err)
@@ -375,7 +392,7 @@ func (r Reader) StatusRuns(ctx context.Context, sessionID string) (active, last 
 	var a, l sql.NullString
 	err = r.queryRow(ctx, `SELECT
 		(SELECT 1 FROM sessions WHERE id = ?),
-		(SELECT data FROM runs WHERE session_id = ? AND `+activeStates+` ORDER BY created_ms, id LIMIT 1),
+		(SELECT `+r.D.runData()+` FROM runs WHERE session_id = ? AND `+activeStates+` ORDER BY created_ms, id LIMIT 1),
 		(SELECT data FROM runs WHERE session_id = ? AND state IN ('succeeded', 'failed', 'interrupted') ORDER BY ended_ms DESC, id DESC LIMIT 1)`,
 		sessionID, sessionID, sessionID).Scan(&exists, &a, &l)
 	if err != nil {
@@ -462,6 +479,7 @@ func (r Reader) EventBounds(ctx context.Context) (first, last int64, err error) 
 type Tx struct {
 	Reader
 	Appended []core.Event
+	locked   map[string]bool
 }
 
 var _ store.Tx = (*Tx)(nil)
@@ -572,6 +590,9 @@ func affected(res sql.Result, err error, what string) error {
 
 // InsertMessage implements store.Tx.
 func (t *Tx) InsertMessage(ctx context.Context, m core.Message) error {
+	if err := t.LockSession(ctx, m.SessionID); err != nil {
+		return err
+	}
 	data, err := encode(m)
 	if err != nil {
 		return err
@@ -582,6 +603,9 @@ func (t *Tx) InsertMessage(ctx context.Context, m core.Message) error {
 
 // PutMessage implements store.Tx.
 func (t *Tx) PutMessage(ctx context.Context, m core.Message) error {
+	if err := t.LockSession(ctx, m.SessionID); err != nil {
+		return err
+	}
 	data, err := encode(m)
 	if err != nil {
 		return err
@@ -596,6 +620,9 @@ func (t *Tx) PutMessage(ctx context.Context, m core.Message) error {
 
 // PutPart implements store.Tx.
 func (t *Tx) PutPart(ctx context.Context, p core.Part) error {
+	if err := t.LockSession(ctx, p.SessionID); err != nil {
+		return err
+	}
 	data, err := encode(p)
 	if err != nil {
 		return err
@@ -662,17 +689,42 @@ func (t *Tx) PutPermission(ctx context.Context, p core.PermissionRequest) error 
 	return nil
 }
 
-// AppendEvent implements store.Tx.
-func (t *Tx) AppendEvent(ctx context.Context, ev core.Event) (int64, error) {
+// AppendEvent implements store.Tx. The event is written by Seal.
+func (t *Tx) AppendEvent(_ context.Context, ev core.Event) error {
 	if ev.Time == 0 {
 		ev.Time = time.Now().UnixMilli()
 	}
-	seq, err := t.D.AppendEvent(ctx, t.Q, ev)
-	if err != nil {
-		return 0, fmt.Errorf("append event %s: %w", ev.Type, err)
-	}
-	ev.Seq = seq
-	ev.ID = core.DurableEventID(seq)
 	t.Appended = append(t.Appended, ev)
-	return seq, nil
+	return nil
+}
+
+// Seal writes the events appended in the transaction and gives them their
+// seq. Drivers call it last, right before the commit: a driver that
+// serialises seq assignment then holds that lock only for the commit.
+func (t *Tx) Seal(ctx context.Context) error {
+	if len(t.Appended) == 0 {
+		return nil
+	}
+	if err := t.D.AppendEvents(ctx, t.Q, t.Appended); err != nil {
+		return fmt.Errorf("append %d events: %w", len(t.Appended), err)
+	}
+	for i := range t.Appended {
+		t.Appended[i].ID = core.DurableEventID(t.Appended[i].Seq)
+	}
+	return nil
+}
+
+// LockSession implements store.Tx.
+func (t *Tx) LockSession(ctx context.Context, id string) error {
+	if t.D.LockSession == nil || t.locked[id] {
+		return nil
+	}
+	if err := t.D.LockSession(ctx, t.Q, id); err != nil {
+		return fmt.Errorf("lock session %s: %w", id, err)
+	}
+	if t.locked == nil {
+		t.locked = map[string]bool{}
+	}
+	t.locked[id] = true
+	return nil
 }

@@ -385,7 +385,7 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 		mustTx(t, s, func(tx store.Tx) error {
 			for j := range 3 {
 				sid := fmt.Sprintf("ses_%d", j)
-				if _, err := tx.AppendEvent(ctx(t), core.MustEvent(sid, "test.event", map[string]int{"i": i, "j": j})); err != nil {
+				if err := tx.AppendEvent(ctx(t), core.MustEvent(sid, "test.event", map[string]int{"i": i, "j": j})); err != nil {
 					return err
 				}
 			}
@@ -436,7 +436,7 @@ func testRollback(t *testing.T, s store.Store, _ func() store.Store) {
 		if err := tx.InsertSession(ctx(t), sess); err != nil {
 			return err
 		}
-		if _, err := tx.AppendEvent(ctx(t), core.MustEvent(sess.ID, core.EventSessionCreated, sess)); err != nil {
+		if err := tx.AppendEvent(ctx(t), core.MustEvent(sess.ID, core.EventSessionCreated, sess)); err != nil {
 			return err
 		}
 		// The transaction sees its own writes.
@@ -466,7 +466,7 @@ func testPrune(t *testing.T, s store.Store, _ func() store.Store) {
 			if i < 4 {
 				ev.Time = old
 			}
-			if _, err := tx.AppendEvent(ctx(t), ev); err != nil {
+			if err := tx.AppendEvent(ctx(t), ev); err != nil {
 				return err
 			}
 		}
@@ -494,13 +494,10 @@ func testPrune(t *testing.T, s store.Store, _ func() store.Store) {
 	if first != last+1 || last != base+10 {
 		t.Errorf("bounds of empty log = %d..%d", first, last)
 	}
-	var seq int64
 	mustTx(t, s, func(tx store.Tx) error {
-		var err error
-		seq, err = tx.AppendEvent(ctx(t), core.MustEvent("ses_x", "test", 0))
-		return err
+		return tx.AppendEvent(ctx(t), core.MustEvent("ses_x", "test", 0))
 	})
-	if seq != base+11 {
+	if _, seq, _ := s.EventBounds(ctx(t)); seq != base+11 {
 		t.Errorf("seq after emptying = %d, want %d", seq, base+11)
 	}
 }
@@ -536,7 +533,6 @@ func testDeleteCascades(t *testing.T, s store.Store, _ func() store.Store) {
 func testReopen(t *testing.T, s store.Store, reopen func() store.Store) {
 	sess := NewSession("/a", time.Now().UnixMilli())
 	u := userMessage(sess.ID)
-	var seq int64
 	mustTx(t, s, func(tx store.Tx) error {
 		if err := tx.InsertSession(ctx(t), sess); err != nil {
 			return err
@@ -544,10 +540,9 @@ func testReopen(t *testing.T, s store.Store, reopen func() store.Store) {
 		if err := tx.InsertMessage(ctx(t), u); err != nil {
 			return err
 		}
-		var err error
-		seq, err = tx.AppendEvent(ctx(t), core.MustEvent(sess.ID, core.EventSessionCreated, sess))
-		return err
+		return tx.AppendEvent(ctx(t), core.MustEvent(sess.ID, core.EventSessionCreated, sess))
 	})
+	_, seq, _ := s.EventBounds(ctx(t))
 	s2 := reopen()
 	if _, err := s2.Session(ctx(t), sess.ID); err != nil {
 		t.Fatalf("session after reopen: %v", err)
@@ -577,8 +572,7 @@ func testConcurrentWriters(t *testing.T, s store.Store, _ func() store.Store) {
 		wg.Go(func() {
 			for i := range 25 {
 				err := s.Tx(ctx(t), func(tx store.Tx) error {
-					_, err := tx.AppendEvent(ctx(t), core.MustEvent("ses_c", "test", w*100+i))
-					return err
+					return tx.AppendEvent(ctx(t), core.MustEvent("ses_c", "test", w*100+i))
 				})
 				if err != nil {
 					t.Error(err)
@@ -768,7 +762,7 @@ func testEventsByBytes(t *testing.T, s store.Store, _ func() store.Store) {
 	big := strings.Repeat("x", 4000)
 	mustTx(t, s, func(tx store.Tx) error {
 		for range 10 {
-			if _, err := tx.AppendEvent(ctx(t), core.MustEvent("ses_b", "test.big", map[string]string{"x": big})); err != nil {
+			if err := tx.AppendEvent(ctx(t), core.MustEvent("ses_b", "test.big", map[string]string{"x": big})); err != nil {
 				return err
 			}
 		}

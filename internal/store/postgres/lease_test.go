@@ -1,0 +1,279 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/postgres"
+	"github.com/agentd/agentd/internal/store/postgres/pgtest"
+	"github.com/agentd/agentd/internal/store/storetest"
+)
+
+func openNode(t *testing.T, url, node string) *postgres.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := postgres.Open(ctx, url, postgres.Options{Node: node, MaxConns: 4, Poll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// seedRun writes a session with one run in the given state.
+func seedRun(t *testing.T, s store.Store, state string) core.Run {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	sess := storetest.NewSession("/w", now)
+	run := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sess.ID, State: state, Time: core.RunTime{Created: now}}
+	err := s.Tx(t.Context(), func(tx store.Tx) error {
+		if err := tx.InsertSession(t.Context(), sess); err != nil {
+			return err
+		}
+		return tx.InsertRun(t.Context(), run)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// TestMigrateTogether: nodes starting at the same moment on an empty schema
+// migrate it once and all open.
+func TestMigrateTogether(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Schema(t)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() { openNode(t, url, "n"+string(rune('a'+i))) })
+	}
+	wg.Wait()
+}
+
+// TestClaimIsExclusive: of several nodes claiming one run at once exactly
+// one gets it, with epoch 1 and no prior owner; while its lease is live
+// nobody else can claim it.
+func TestClaimIsExclusive(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Schema(t)
+	nodes := []*postgres.Store{openNode(t, url, "a"), openNode(t, url, "b"), openNode(t, url, "c")}
+	run := seedRun(t, nodes[0], core.RunRunning)
+	var mu sync.Mutex
+	var wins []store.Claim
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() {
+			c, ok, err := n.Claim(t.Context(), run.ID, 10*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				wins = append(wins, c)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(wins) != 1 {
+		t.Fatalf("%d nodes claimed the run", len(wins))
+	}
+	if c := wins[0]; c.Lease.Epoch != 1 || c.Prior != store.PriorNone || c.Run.ID != run.ID {
+		t.Errorf("claim = %+v", c)
+	}
+	for _, n := range nodes {
+		if _, ok, _ := n.Claim(t.Context(), run.ID, 10*time.Second); ok {
+			t.Errorf("node %s claimed a run with a live lease", n.Node())
+		}
+	}
+	if got, _ := nodes[1].Claimable(t.Context(), 10); len(got) != 0 {
+		t.Errorf("claimable while leased: %v", got)
+	}
+}
+
+// TestFencing: once a lease expired and another node claimed the run, the
+// old owner's transactions are refused (nothing written) and its Lost
+// callback fires; the new owner writes.
+func TestFencing(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Schema(t)
+	a, b := openNode(t, url, "a"), openNode(t, url, "b")
+	run := seedRun(t, a, core.RunRunning)
+	ca, ok, err := a.Claim(t.Context(), run.ID, 200*time.Millisecond)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	lost := 0
+	la := ca.Lease
+	la.Lost = func() { lost++ }
+	write := func(s store.Store, l *store.Lease, steps int) error {
+		return s.Tx(store.WithLease(t.Context(), l), func(tx store.Tx) error {
+			r, err := tx.Run(t.Context(), run.ID)
+			if err != nil {
+				return err
+			}
+			r.Steps = steps
+			return tx.UpdateRun(t.Context(), r)
+		})
+	}
+	if err := write(a, &la, 1); err != nil {
+		t.Fatalf("owner's write: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the lease's TTL, on the database's clock
+	// Expired and unclaimed: the old owner already writes nothing.
+	if err := write(a, &la, 2); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("write under an expired lease: %v", err)
+	}
+	if st, _ := store.Status(t.Context(), b, run.SessionID); st.Type != core.StatusBusy || st.Phase != core.PhaseRecovering {
+		t.Errorf("status while nobody holds the run = %+v, want busy/recovering", st)
+	}
+	cb, ok, err := b.Claim(t.Context(), run.ID, 10*time.Second)
+	if err != nil || !ok || cb.Lease.Epoch != 2 || cb.Prior != store.PriorExpired {
+		t.Fatalf("takeover = %+v %v %v", cb, ok, err)
+	}
+	if err := write(a, &la, 3); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("zombie write after takeover: %v", err)
+	}
+	if lost != 2 {
+		t.Errorf("Lost called %d times, want 2", lost)
+	}
+	if err := write(b, &cb.Lease, 4); err != nil {
+		t.Fatalf("new owner's write: %v", err)
+	}
+	got, _ := b.Run(t.Context(), run.ID)
+	if got.Steps != 4 {
+		t.Errorf("steps = %d, want 4 (1 by a, 4 by b; the zombie's 2 and 3 refused)", got.Steps)
+	}
+	// The old owner's renewal reports the lease lost.
+	r, err := a.Renew(t.Context(), []store.Lease{ca.Lease}, time.Second)
+	if err != nil || len(r.Lost) != 1 {
+		t.Errorf("renew of a lost lease = %+v, %v", r, err)
+	}
+}
+
+// TestRenewReleaseAbort: renewal keeps a lease alive past its TTL and
+// carries abort requests; release lets another node claim at once and
+// tells it the run was stopped cleanly; the abort request reaches the
+// owner through a notification.
+func TestRenewReleaseAbort(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Schema(t)
+	a, b := openNode(t, url, "a"), openNode(t, url, "b")
+	aborts := make(chan string, 4)
+	a.OnAbort(func(runID, reason string) { aborts <- runID + " " + reason })
+	run := seedRun(t, a, core.RunRunning)
+	c, ok, err := a.Claim(t.Context(), run.ID, 300*time.Millisecond)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	for range 4 {
+		time.Sleep(100 * time.Millisecond)
+		if r, err := a.Renew(t.Context(), []store.Lease{c.Lease}, 300*time.Millisecond); err != nil || len(r.Lost) > 0 {
+			t.Fatalf("renew: %+v %v", r, err)
+		}
+	}
+	if _, ok, _ := b.Claim(t.Context(), run.ID, time.Second); ok {
+		t.Fatal("claimed a renewed lease")
+	}
+	if err := b.RequestAbort(t.Context(), run.ID, core.ReasonAborted); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-aborts:
+		if got != run.ID+" "+core.ReasonAborted {
+			t.Errorf("abort notification %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("owner not notified of the abort request")
+	}
+	r, err := a.Renew(t.Context(), []store.Lease{c.Lease}, time.Second)
+	if err != nil || r.Aborts[run.ID] != core.ReasonAborted {
+		t.Errorf("renewal did not carry the abort request: %+v %v", r, err)
+	}
+	if err := a.Release(t.Context(), []store.Lease{c.Lease}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.Claimable(t.Context(), 10); len(got) != 1 || got[0] != run.SessionID {
+		t.Errorf("claimable after release: %v", got)
+	}
+	cb, ok, err := b.Claim(t.Context(), run.ID, time.Second)
+	if err != nil || !ok || cb.Prior != store.PriorReleased || cb.AbortReason != core.ReasonAborted {
+		t.Errorf("claim after release = %+v %v %v", cb, ok, err)
+	}
+}
+
+// TestLogAcrossNodes: every node's hook receives the whole log in seq
+// order without holes, whichever node wrote each event, while several
+// nodes write at once.
+func TestLogAcrossNodes(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Schema(t)
+	nodes := []*postgres.Store{openNode(t, url, "a"), openNode(t, url, "b"), openNode(t, url, "c")}
+	type seen struct {
+		mu   sync.Mutex
+		seqs []int64
+	}
+	views := make([]*seen, len(nodes))
+	for i, n := range nodes {
+		v := &seen{}
+		views[i] = v
+		n.SetCommitHook(func(evs []core.Event) {
+			v.mu.Lock()
+			for _, e := range evs {
+				v.seqs = append(v.seqs, e.Seq)
+			}
+			v.mu.Unlock()
+		})
+	}
+	const each = 40
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		for w := range 3 {
+			wg.Go(func() {
+				for i := range each {
+					err := n.Tx(t.Context(), func(tx store.Tx) error {
+						if err := tx.AppendEvent(t.Context(), core.MustEvent("ses_x", "test", w*1000+i)); err != nil {
+							return err
+						}
+						return tx.AppendEvent(t.Context(), core.MustEvent("ses_y", "test", w*1000+i))
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	want := int64(len(nodes) * 3 * each * 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for i, v := range views {
+		for {
+			v.mu.Lock()
+			n := len(v.seqs)
+			v.mu.Unlock()
+			if int64(n) >= want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		v.mu.Lock()
+		if int64(len(v.seqs)) != want {
+			t.Errorf("node %d saw %d events, want %d", i, len(v.seqs), want)
+		}
+		for j, s := range v.seqs {
+			if s != int64(j)+1 {
+				t.Errorf("node %d: event %d has seq %d (hole or disorder)", i, j, s)
+				break
+			}
+		}
+		v.mu.Unlock()
+	}
+}

@@ -1,0 +1,417 @@
+// Package postgres is the store driver for several nodes sharing one
+// PostgreSQL database. It shares its SQL with the SQLite driver
+// (sqlstore) and adds what sharing needs: a dense, commit-ordered event
+// log that every node reads (tail.go), a wake-up channel between nodes
+// (LISTEN/NOTIFY, never the payload), and run leases with fencing
+// (lease.go).
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/sqlstore"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tunes the PostgreSQL store.
+type Options struct {
+	// Node is this node's id in leases; a random one when empty.
+	Node string
+	// MaxConns bounds the connection pool; default 16.
+	MaxConns int
+	// Poll is how often the event log is read when no wake-up arrives;
+	// default 1 s.
+	Poll   time.Duration
+	Logger *slog.Logger
+}
+
+// Store is the PostgreSQL implementation of store.Store and store.Leaser.
+type Store struct {
+	sqlstore.Reader
+	db      *sql.DB
+	connCfg *pgx.ConnConfig
+	node    string
+	channel string // LISTEN/NOTIFY channel of this database and schema
+	poll    time.Duration
+	log     *slog.Logger
+
+	hookMu  sync.Mutex
+	hook    func([]core.Event)
+	abortFn func(runID, reason string)
+
+	tail      tailer
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+var _ store.Leaser = (*Store)(nil)
+
+// ErrClosed is returned by Tx after Close.
+var ErrClosed = errors.New("store is closed")
+
+// Open connects to the database at url (postgres://…), applies migrations
+// under an advisory lock (nodes starting together migrate once) and starts
+// following the event log.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 16
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.Node == "" {
+		opts.Node = core.NewID("node", false)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(opts.MaxConns)
+	db.SetMaxIdleConns(opts.MaxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	var schema string
+	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to postgres: %w", storageError(err))
+	}
+	if err := migrate(ctx, db, schema); err != nil {
+		db.Close()
+		return nil, storageError(err)
+	}
+	s := &Store{
+		db: db, connCfg: cfg, node: opts.Node, poll: opts.Poll,
+		channel: "agentd_" + schema,
+		log:     opts.Logger.With("component", "postgres"),
+	}
+	s.Reader = sqlstore.Reader{Q: db, D: dialect}
+	last, err := dialect.LastSeq(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read event head: %w", storageError(err))
+	}
+	s.tail.init(last)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = cancel
+	s.wg.Add(3)
+	go s.tailLoop(runCtx)
+	go s.listenLoop(runCtx)
+	go s.notifyLoop(runCtx)
+	return s, nil
+}
+
+// Node implements store.Leaser.
+func (s *Store) Node() string { return s.node }
+
+// migrationLock names the advisory lock under which one schema migrates.
+func migrationLock(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("agentd migrate " + schema))
+	return int64(h.Sum64())
+}
+
+func migrate(ctx context.Context, db *sql.DB, schema string) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	// A session-level lock on one connection: a second node starting at
+	// the same moment waits here, then finds the schema current.
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLock(schema)); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock(schema))
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS agentd_schema (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema table: %w", err)
+	}
+	var version int
+	err = conn.QueryRowContext(ctx, `SELECT version FROM agentd_schema`).Scan(&version)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := conn.ExecContext(ctx, `INSERT INTO agentd_schema (version) VALUES (0)`); err != nil {
+			return fmt.Errorf("init schema version: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: bad name", name)
+		}
+		if n <= version {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %d: %w", n, err)
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", n, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE agentd_schema SET version = $1`, n); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", n, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d: %w", n, err)
+		}
+		version = n
+	}
+	if version > len(names) {
+		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
+	}
+	return nil
+}
+
+// SetCommitHook implements store.Store. The hook receives the log as it
+// grows, in seq order and without holes, whichever node wrote it.
+func (s *Store) SetCommitHook(fn func([]core.Event)) {
+	s.hookMu.Lock()
+	s.hook = fn
+	s.hookMu.Unlock()
+}
+
+// Tx implements store.Store. Each call is its own PostgreSQL transaction
+// (read committed); transactions that touch the same session serialise on
+// its row (LockSession) and those that append events on the log's head,
+// which they take last, right before commit. Under a lease (WithLease) the
+// transaction first checks, and holds until commit, that the lease is
+// still this node's. A deadlock or serialisation failure is retried.
+func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		last, err := s.tx(ctx, fn)
+		if err == nil {
+			if last > 0 {
+				s.wake()
+				return s.tail.wait(ctx, last)
+			}
+			return nil
+		}
+		if retryable(err) && attempt < 5 && ctx.Err() == nil {
+			continue
+		}
+		return storageError(err)
+	}
+}
+
+func (s *Store) tx(ctx context.Context, fn func(store.Tx) error) (int64, error) {
+	if s.tail.closed() {
+		return 0, ErrClosed
+	}
+	sqlTx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer sqlTx.Rollback()
+	if l := store.LeaseFrom(ctx); l != nil {
+		if err := fence(ctx, sqlTx, l); err != nil {
+			return 0, err
+		}
+	}
+	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
+	if err := runFn(fn, t); err != nil {
+		return 0, err
+	}
+	if err := t.Seal(ctx); err != nil {
+		return 0, err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	if n := len(t.Appended); n > 0 {
+		return t.Appended[n-1].Seq, nil
+	}
+	return 0, nil
+}
+
+// fence checks that the lease is held and unexpired, and keeps the run's
+// row share-locked until commit so that no claim slips in between.
+func fence(ctx context.Context, tx *sql.Tx, l *store.Lease) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3
+		AND lease_expires_ms > `+nowMS+` FOR SHARE`, l.RunID, l.Owner, l.Epoch).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		if l.Lost != nil {
+			l.Lost()
+		}
+		return fmt.Errorf("run %s epoch %d: %w", l.RunID, l.Epoch, store.ErrFenced)
+	}
+	if err != nil {
+		return fmt.Errorf("check lease of run %s: %w", l.RunID, err)
+	}
+	return nil
+}
+
+// runFn runs one caller's function, turning a panic into an error.
+func runFn(fn func(store.Tx) error, t store.Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic in transaction: %v", v)
+		}
+	}()
+	return fn(t)
+}
+
+// retryable reports a failure that says nothing about the transaction
+// itself: PostgreSQL chose it as a deadlock victim or could not serialise it.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// storageError marks the failures that come from the database server or
+// the way to it rather than from what was written, so that runs pause and
+// retry (a restart of PostgreSQL, a full disk) instead of failing.
+func storageError(err error) error {
+	if err == nil || errors.Is(err, store.ErrStorage) || errors.Is(err, store.ErrFenced) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "53100":
+			return fmt.Errorf("%w: %w", store.ErrStorageFull, err)
+		case strings.HasPrefix(pe.Code, "53"), strings.HasPrefix(pe.Code, "08"),
+			strings.HasPrefix(pe.Code, "57P"), pe.Code == "25006", strings.HasPrefix(pe.Code, "58"):
+			return fmt.Errorf("%w: %w", store.ErrStorage, err)
+		}
+		return err
+	}
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ne) || errors.As(err, &ce) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, driver.ErrBadConn) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return fmt.Errorf("%w: %w", store.ErrStorage, err)
+	}
+	if strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF") {
+		return fmt.Errorf("%w: %w", store.ErrStorage, err)
+	}
+	return err
+}
+
+// PruneEvents implements store.Store.
+func (s *Store) PruneEvents(ctx context.Context, olderThanMS int64, keep int) (int64, error) {
+	var total int64
+	if olderThanMS > 0 {
+		res, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE time_ms < $1`, olderThanMS)
+		if err != nil {
+			return 0, fmt.Errorf("prune events by age: %w", storageError(err))
+		}
+		n, _ := res.RowsAffected()
+		total += n
+	}
+	if keep > 0 {
+		res, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE seq <= (SELECT seq FROM event_head) - $1`, keep)
+		if err != nil {
+			return total, fmt.Errorf("prune events by count: %w", storageError(err))
+		}
+		n, _ := res.RowsAffected()
+		total += n
+	}
+	return total, nil
+}
+
+// Close implements store.Store. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.tail.close()
+		s.stop()
+		s.wg.Wait()
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// nowMS is the database's clock in epoch milliseconds: lease times are
+// compared on one clock, whatever the nodes' clocks say.
+const nowMS = `(extract(epoch from clock_timestamp()) * 1000)::bigint`
+
+var dialect = &sqlstore.Dialect{
+	Dollar: true,
+	IsConflict: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "23505"
+	},
+	AppendEvents: func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
+		// Taking the head's row lock here, last in the transaction, makes
+		// seq dense and commit-ordered while holding the lock only for
+		// the insert and the commit.
+		var head int64
+		if err := q.QueryRowContext(ctx, `UPDATE event_head SET seq = seq + $1 RETURNING seq`, len(evs)).Scan(&head); err != nil {
+			return err
+		}
+		first := head - int64(len(evs)) + 1
+		var sb strings.Builder
+		args := make([]any, 0, 5*len(evs))
+		sb.WriteString(`INSERT INTO events (seq, session_id, type, time_ms, data) VALUES `)
+		for i := range evs {
+			ev := &evs[i]
+			ev.Seq = first + int64(i)
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			n := 5 * i
+			fmt.Fprintf(&sb, "($%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5)
+			args = append(args, ev.Seq, ev.SessionID, ev.Type, ev.Time, string(ev.Properties))
+		}
+		_, err := q.ExecContext(ctx, sb.String(), args...)
+		return err
+	},
+	LockSession: func(ctx context.Context, q sqlstore.Querier, id string) error {
+		var one int
+		err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	},
+	// A run whose owner stopped renewing its lease is being recovered, by
+	// whichever node claims it first: it is busy, never idle, and says so.
+	RunData: `CASE WHEN lease_epoch > 0 AND lease_expires_ms <= ` + nowMS + ` AND state IN ('running', 'retrying')
+		THEN jsonb_set(jsonb_set(data::jsonb, '{phase}', '"recovering"'), '{state}', '"running"')::text ELSE data END`,
+	LastSeq: func(ctx context.Context, q sqlstore.Querier) (int64, error) {
+		var seq int64
+		err := q.QueryRowContext(ctx, `SELECT seq FROM event_head`).Scan(&seq)
+		return seq, err
+	},
+}
