@@ -322,7 +322,7 @@ func (r Reader) Run(ctx context.Context, id string) (core.Run, error) {
 
 // Runs implements store.Reader.
 func (r Reader) Runs(ctx context.Context, sessionID string, limit int) ([]core.Run, error) {
-	q := `SELECT `+r.D.runData()+` FROM runs WHERE session_id = ? ORDER BY id DESC`
+	q := `SELECT ` + r.D.runData() + ` FROM runs WHERE session_id = ? ORDER BY id DESC`
 	args := []any{sessionID}
 	if limit > 0 {
 		q += ` LIMIT ?`
