@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,10 @@ func cmdServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	host := fs.String("hostname", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 4096, "port to listen on (0 picks a free one)")
-	db := fs.String("db", defaultDBPath(), "SQLite database file")
+	db := fs.String("db", defaultDBPath(), "SQLite database file, or postgres://… shared by several nodes (default $AGENTD_DATABASE_URL when set)")
+	node := fs.String("node", "", "this node's id in run leases (shared database; default random)")
+	leaseTTL := fs.Duration("lease-ttl", 15*time.Second, "shared database: how long a run stays this node's without renewal")
+	leaseRenew := fs.Duration("lease-renew", 5*time.Second, "shared database: how often this node renews its leases")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	resume := fs.Bool("resume", true, "resume runs cut off by a crash or restart (false: end them interrupted)")
 	maxSteps := fs.Int("max-steps", 0, "steps after which a run ends failed/max_steps (default 50)")
@@ -74,8 +78,14 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if u := os.Getenv("AGENTD_DATABASE_URL"); u != "" && !flagSet(fs, "db") {
+		*db = u
+	}
+	if *leaseRenew >= *leaseTTL {
+		return fmt.Errorf("--lease-renew %s must be shorter than --lease-ttl %s", *leaseRenew, *leaseTTL)
+	}
 	cfg := app.Config{
-		DBPath: *db, Host: *host, Port: *port, Version: version, Directory: wd,
+		DBPath: *db, Node: *node, Host: *host, Port: *port, Version: version, Directory: wd,
 		Security: sec, Logger: log, TLSCert: *tlsCert, TLSKey: *tlsKey, MaxConns: *maxConns, Pprof: *pprofOn,
 	}
 	if d, err := os.UserConfigDir(); err == nil {
@@ -85,6 +95,7 @@ func cmdServe(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Engine.Resume = *resume
+	cfg.Engine.LeaseTTL, cfg.Engine.LeaseRenew = *leaseTTL, *leaseRenew
 	if file.Agentd.Resume != nil && !flagSet(fs, "resume") {
 		cfg.Engine.Resume = *file.Agentd.Resume
 	}
@@ -105,7 +116,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("agentd listening", "url", a.URL(), "db", *db, "version", version, "startup", time.Since(start).Round(time.Millisecond))
+	log.Info("agentd listening", "url", a.URL(), "db", redactDB(*db), "version", version, "startup", time.Since(start).Round(time.Millisecond))
 	if len(used) > 0 {
 		log.Info("configuration", "files", strings.Join(used, ", "))
 	}
@@ -158,4 +169,16 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 		}
 	})
 	return set
+}
+
+// redactDB hides a database URL's password from logs.
+func redactDB(db string) string {
+	u, err := url.Parse(db)
+	if err != nil || u.User == nil {
+		return db
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }

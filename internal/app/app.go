@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/agentd/agentd/internal/lockfile"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/postgres"
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/tool/builtin"
@@ -34,8 +36,11 @@ import (
 
 // Config is everything needed to run one agentd node.
 type Config struct {
-	// DBPath is the SQLite database file.
+	// DBPath is the SQLite database file, or a postgres:// URL: then
+	// several nodes may share the database (see Node and Lease*).
 	DBPath string
+	// Node names this node in run leases; random when empty.
+	Node string
 	// SQLiteSynchronous overrides synchronous=FULL (tests, benchmarks).
 	SQLiteSynchronous string
 	// Host and Port to listen on; Port 0 picks a free port.
@@ -117,29 +122,17 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.Engine.Agents = agent.NewSet(agent.Builtins())
 	}
 
-	// One process owns a database: a second one refuses to start, naming
-	// the first, instead of recovering the same runs twice.
-	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
-	}
-	lock, err := lockfile.Acquire(cfg.DBPath + ".lock")
-	if errors.Is(err, lockfile.ErrHeld) {
-		return nil, fmt.Errorf("database %s is in use (%w); stop that server or use another --db", cfg.DBPath, err)
-	}
+	db, lock, node, err := openStore(ctx, &cfg)
 	if err != nil {
-		return nil, err
-	}
-	db, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
-	if err != nil {
-		lock.Release()
 		return nil, err
 	}
 	// Every writer (engine and API) goes through one watcher, so that a
 	// full disk is logged once when it starts and once when it ends.
 	st := store.Watch(db, cfg.Logger.With("component", "store"))
-	// Tool processes a previous process on this database left behind (it
-	// was killed) are ended before its runs are recovered.
-	cfg.Engine.ToolScope = toolScope(cfg.DBPath)
+	// Tool processes a previous process on this database (and, for a
+	// shared database, this address) left behind (it was killed) are ended
+	// before its runs are recovered.
+	cfg.Engine.ToolScope = toolScope(cfg.DBPath, node)
 	if n := builtin.Sweep(cfg.Engine.ToolScope); n > 0 {
 		cfg.Logger.Warn("killed tool processes left by a previous process", "count", n)
 	}
@@ -168,7 +161,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
-		Pprof: cfg.Pprof,
+		Pprof: cfg.Pprof, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -209,19 +202,74 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 }
 
 // toolScope names a database for the tools' process markers: a short hash
-// of its absolute path.
-func toolScope(dbPath string) string {
-	abs, err := filepath.Abs(dbPath)
-	if err != nil {
-		abs = dbPath
+// of its absolute path, or of a shared database's URL and this node's
+// address (nodes on one machine must not sweep each other's tools).
+func toolScope(dbPath string, n nodeDesc) string {
+	abs := dbPath
+	if n.kind == "postgres" {
+		abs += "#" + n.addr
+	} else if a, err := filepath.Abs(dbPath); err == nil {
+		abs = a
 	}
 	sum := sha256.Sum256([]byte(abs))
 	return hex.EncodeToString(sum[:6])
 }
 
+// nodeDesc is what the app knows of its node once the store is open.
+type nodeDesc struct {
+	id, kind, addr string
+}
+
+// IsPostgres reports whether a --db value names a PostgreSQL database.
+func IsPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// openStore opens the database. A SQLite file is owned by one process: a
+// second one refuses to start, naming the first, instead of recovering the
+// same runs twice. A PostgreSQL database is shared by nodes through run
+// leases; the engine gets the store's lease side.
+func openStore(ctx context.Context, cfg *Config) (store.Store, *lockfile.Lock, nodeDesc, error) {
+	if IsPostgres(cfg.DBPath) {
+		pg, err := postgres.Open(ctx, cfg.DBPath, postgres.Options{Node: cfg.Node, Logger: cfg.Logger})
+		if err != nil {
+			return nil, nil, nodeDesc{}, fmt.Errorf("open postgres: %w", err)
+		}
+		cfg.Engine.Leaser = pg
+		cfg.Logger.Info("node joined the shared database", "node", pg.Node())
+		return pg, nil, nodeDesc{id: pg.Node(), kind: "postgres", addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
+		return nil, nil, nodeDesc{}, fmt.Errorf("create data directory: %w", err)
+	}
+	lock, err := lockfile.Acquire(cfg.DBPath + ".lock")
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, nil, nodeDesc{}, fmt.Errorf("database %s is in use (%w); stop that server or use another --db", cfg.DBPath, err)
+	}
+	if err != nil {
+		return nil, nil, nodeDesc{}, err
+	}
+	db, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
+	if err != nil {
+		lock.Release()
+		return nil, nil, nodeDesc{}, err
+	}
+	id := cfg.Node
+	if id == "" {
+		id = "local"
+	}
+	return db, lock, nodeDesc{id: id, kind: "sqlite"}, nil
+}
+
 // paths are the directories reported to clients: the user's home, the
 // directory of the database and agentd's configuration directory.
 func paths(dbPath string) server.Paths {
+	if IsPostgres(dbPath) {
+		dbPath = filepath.Join(os.TempDir(), "agentd", "db")
+		if d, err := os.UserCacheDir(); err == nil {
+			dbPath = filepath.Join(d, "agentd", "db")
+		}
+	}
 	p := server.Paths{State: filepath.Dir(dbPath)}
 	if abs, err := filepath.Abs(p.State); err == nil {
 		p.State = abs

@@ -116,7 +116,17 @@ type Config struct {
 	// storage refused one of its writes (a full disk): Base first, doubling
 	// up to Cap; defaults 250 ms and 30 s.
 	StoragePause struct{ Base, Cap time.Duration }
-	Logger       *slog.Logger
+	// Leaser, when set, is the store's lease side: several nodes share the
+	// database, and this node claims the runs it executes (see lease.go).
+	Leaser store.Leaser
+	// LeaseTTL is how long a claimed run stays this node's without a
+	// renewal (default 15 s); LeaseRenew how often leases are renewed
+	// (default 5 s); ClaimPoll how often runs nobody holds are looked for
+	// (default 1 s).
+	LeaseTTL   time.Duration
+	LeaseRenew time.Duration
+	ClaimPoll  time.Duration
+	Logger     *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -153,6 +163,15 @@ func (c *Config) setDefaults() {
 	if c.StoragePause.Cap <= 0 {
 		c.StoragePause.Cap = 30 * time.Second
 	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 15 * time.Second
+	}
+	if c.LeaseRenew <= 0 {
+		c.LeaseRenew = c.LeaseTTL / 3
+	}
+	if c.ClaimPoll <= 0 {
+		c.ClaimPoll = time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -179,10 +198,12 @@ type Engine struct {
 	handles  map[string]*handle   // runs executing here, by run id
 	sessions map[string]*executor // sessions with a local executor
 	waiters  map[string]*waiter   // run id → waiters for its end
+	leases   map[string]*leaseState // run id → lease held, with a Leaser
 	baseCtx  context.Context
 	cancel   context.CancelCauseFunc
 	history  historyCache
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // drive goroutines
+	bg       sync.WaitGroup // the lease loop
 	stopOnce sync.Once
 }
 
@@ -226,6 +247,7 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 		handles:  make(map[string]*handle),
 		sessions: make(map[string]*executor),
 		waiters:  make(map[string]*waiter),
+		leases:   make(map[string]*leaseState),
 	}
 }
 
@@ -241,6 +263,16 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	e.baseCtx, e.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	e.mu.Unlock()
+	if e.cfg.Leaser != nil {
+		// Other nodes may be executing runs: nothing is recovered wholesale.
+		// Runs nobody holds are claimed one by one, here and then every
+		// ClaimPoll, each through the same repair as a restart.
+		e.cfg.Leaser.OnAbort(e.abortRequested)
+		e.claimIdle()
+		e.bg.Add(1)
+		go e.leaseLoop()
+		return nil
+	}
 	sessions, err := e.recover(ctx)
 	if err != nil {
 		return fmt.Errorf("recover runs: %w", err)
@@ -264,6 +296,12 @@ func (e *Engine) Stop() {
 		if cancel == nil {
 			return
 		}
+		e.mu.Lock()
+		held := make([]store.Lease, 0, len(e.leases))
+		for _, ls := range e.leases {
+			held = append(held, *ls.lease)
+		}
+		e.mu.Unlock()
 		cancel(errShutdown)
 		done := make(chan struct{})
 		go func() { e.wg.Wait(); close(done) }()
@@ -271,8 +309,13 @@ func (e *Engine) Stop() {
 		case <-done:
 		case <-time.After(e.cfg.ShutdownGrace):
 			// Whatever a run is stuck on, shutdown finishes: the run stays
-			// non-terminal and the next start resumes it.
+			// non-terminal and the next start (or another node, once the
+			// lease is released: its writes are fenced) resumes it.
 			e.log.Warn("runs did not stop within the shutdown grace period; leaving them to the next start")
+		}
+		e.bg.Wait()
+		if e.cfg.Leaser != nil {
+			e.releaseAll(held)
 		}
 	})
 }
@@ -311,6 +354,27 @@ func (e *Engine) drive(sessionID string) {
 		if !ok {
 			return
 		}
+		var lease *store.Lease
+		if e.cfg.Leaser != nil {
+			l, res, err := e.claim(run)
+			if err != nil {
+				pauses++
+				e.pause(pauses, "run", run.ID, "err", err)
+				continue
+			}
+			if res == claimEnded {
+				continue
+			}
+			if res == claimTaken {
+				// Another node executes the session's run; when it ends,
+				// that node goes on with the session.
+				e.mu.Lock()
+				delete(e.sessions, sessionID)
+				e.mu.Unlock()
+				return
+			}
+			lease = l
+		}
 		if run.ID == stalled {
 			if err := e.repairStalled(run); err != nil {
 				pauses++
@@ -319,7 +383,7 @@ func (e *Engine) drive(sessionID string) {
 			}
 			stalled = ""
 		}
-		if err := e.execute(run); err != nil {
+		if err := e.execute(run, lease); err != nil {
 			stalled = run.ID
 			pauses++
 			e.pause(pauses, "run", run.ID, "err", err)
@@ -437,6 +501,7 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		_, changed := e.hub.Head()
 		run, err := e.st.Run(ctx, runID)
 		if err != nil {
 			return run, err
@@ -448,6 +513,7 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 		case <-ctx.Done():
 			return run, ctx.Err()
 		case <-w.ch:
+		case <-changed:
 		case <-tick.C:
 		}
 	}
@@ -573,6 +639,9 @@ func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
 		if err != nil || done {
 			return err
 		}
+		if e.cfg.Leaser != nil {
+			return e.abortElsewhere(ctx, runID, reason, deadline.C)
+		}
 		// It is running but its handle is not visible yet (it is being
 		// started, or ending); look again when the log moves.
 		select {
@@ -585,4 +654,36 @@ func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// abortElsewhere ends a run that executes on another node, or on none (its
+// owner died): the request is durable, its owner ends the run as a local
+// abort, and a node that claims an abandoned run ends it instead of
+// resuming it. It returns once the run has ended.
+func (e *Engine) abortElsewhere(ctx context.Context, runID, reason string, deadline <-chan time.Time) error {
+	if err := e.cfg.Leaser.RequestAbort(ctx, runID, reason); err != nil {
+		return err
+	}
+	run, err := e.st.Run(ctx, runID)
+	if err != nil {
+		return err
+	}
+	// Nobody may hold the run: then this node claims it and ends it.
+	e.kick(run.SessionID)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-deadline:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	if _, err := e.WaitRun(wctx, runID); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("abort run %s: run did not stop", runID)
+	}
+	return nil
 }

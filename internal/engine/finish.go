@@ -21,7 +21,7 @@ var errSteered = errors.New("run received a new message")
 // that has already ended is left alone, so a run ends exactly once.
 func (e *Engine) finish(ctx context.Context, runID string, o outcome, s *step) error {
 	return e.st.Tx(ctx, func(tx store.Tx) error {
-		run, err := tx.Run(ctx, runID)
+		run, err := lockedRun(ctx, tx, runID)
 		if err != nil {
 			return err
 		}
@@ -41,11 +41,25 @@ func (e *Engine) finish(ctx context.Context, runID string, o outcome, s *step) e
 	})
 }
 
+// lockedRun locks the run's session (see store.Tx.LockSession) and reads
+// the run under that lock: a decision to end it cannot then miss a prompt
+// steered into it, nor race the start of a queued run.
+func lockedRun(ctx context.Context, tx store.Tx, runID string) (core.Run, error) {
+	run, err := tx.Run(ctx, runID)
+	if err != nil {
+		return run, err
+	}
+	if err := tx.LockSession(ctx, run.SessionID); err != nil {
+		return run, err
+	}
+	return tx.Run(ctx, runID)
+}
+
 // finishQueued ends a run that no executor has picked up. done is false when
 // the run is executing somewhere and must be stopped through its handle.
 func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done bool, err error) {
 	err = e.st.Tx(ctx, func(tx store.Tx) error {
-		run, err := tx.Run(ctx, runID)
+		run, err := lockedRun(ctx, tx, runID)
 		if err != nil {
 			return err
 		}
@@ -217,7 +231,7 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 		chunk := cut[i:min(i+batch, len(cut))]
 		err := e.st.Tx(ctx, func(tx store.Tx) error {
 			for _, run := range chunk {
-				if err := e.repair(ctx, tx, run); err != nil {
+				if err := e.repair(ctx, tx, run, true); err != nil {
 					return fmt.Errorf("repair run %s: %w", run.ID, err)
 				}
 			}
@@ -231,9 +245,14 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 }
 
 // repair closes what a crash left open in one run's transcript and decides
-// whether the run resumes.
-func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
-	waiting, err := e.closeCutOff(ctx, tx, run, "interrupted by server restart; outcome unknown", "cut off by a server restart")
+// whether the run resumes. crashed counts the resume against the
+// crash-loop budget; a run released by a clean shutdown is not counted.
+func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed bool) error {
+	toolErr, msgErr := "interrupted by server restart; outcome unknown", "cut off by a server restart"
+	if e.cfg.Leaser != nil {
+		toolErr, msgErr = "interrupted: the node running it stopped; outcome unknown", "cut off: the node running it stopped"
+	}
+	waiting, err := e.closeCutOff(ctx, tx, run, toolErr, msgErr)
 	if err != nil {
 		return err
 	}
@@ -242,7 +261,7 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 	case !e.cfg.Resume:
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: core.ReasonServerRestart,
 			err: core.AbortedError("run interrupted by server restart")}, nil)
-	case run.Resumes >= e.cfg.MaxResumes:
+	case crashed && run.Resumes >= e.cfg.MaxResumes:
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
 			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil)
 	}
@@ -253,7 +272,9 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run) error {
 		return w.err
 	}
 	run.State, run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, core.PhaseRecovering, 0, "", 0
-	run.Resumes++
+	if crashed {
+		run.Resumes++
+	}
 	w.run(run)
 	w.status(run.SessionID, core.StatusOf(&run, nil))
 	return w.err

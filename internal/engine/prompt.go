@@ -136,6 +136,9 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	var supersede []string
 	err = e.st.Tx(ctx, func(tx store.Tx) error {
 		adm, supersede, titled = Admission{}, nil, false
+		if err := tx.LockSession(ctx, sessionID); err != nil {
+			return err
+		}
 		sess, err := tx.Session(ctx, sessionID)
 		if err != nil {
 			return err

@@ -34,17 +34,25 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // wrapping store.ErrStorage when the storage refused one of the run's
 // writes: the run then stays non-terminal, whatever outcome the loop
 // reached (a failure it caused is not the run's), to be taken up again.
-func (e *Engine) execute(run core.Run) error {
+func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 	ctx, h := e.register(run.ID)
 	defer e.unregister(h)
+	if lease != nil {
+		// Every write of the run is fenced by its lease.
+		ctx = store.WithLease(ctx, lease)
+		defer e.dropLease(run.ID)
+	}
 	lost := &store.WriteFailures{}
 	ctx = store.WithWriteFailures(ctx, lost)
 	r := &runner{e: e, run: run, lost: lost}
 	for {
 		o, ok := r.loop(ctx)
 		if !ok {
-			// Shutdown: leave the run non-terminal for the next start.
-			r.flushOnShutdown(ctx)
+			// Shutdown: leave the run non-terminal for the next start or
+			// another node. A fenced run writes nothing more at all.
+			if !errors.Is(context.Cause(ctx), errFenced) {
+				r.flushOnShutdown(ctx)
+			}
 			return nil
 		}
 		if err := lost.Err(); err != nil {
@@ -55,6 +63,9 @@ func (e *Engine) execute(run core.Run) error {
 		cancel()
 		if errors.Is(err, errSteered) {
 			continue
+		}
+		if errors.Is(err, store.ErrFenced) {
+			return nil
 		}
 		if errors.Is(err, store.ErrStorage) {
 			return fmt.Errorf("write outcome of run %s: %w", run.ID, err)
@@ -278,7 +289,7 @@ func (r *runner) cancelled(ctx context.Context, err error) (outcome, bool) {
 		return outcome{state: core.RunInterrupted, reason: ab.reason,
 			err: core.AbortedError("The operation was aborted.")}, true
 	}
-	if errors.Is(cause, errShutdown) {
+	if errors.Is(cause, errShutdown) || errors.Is(cause, errFenced) || errors.Is(err, store.ErrFenced) {
 		return outcome{}, false
 	}
 	if err == nil {
@@ -302,7 +313,7 @@ func (r *runner) cancelled(ctx context.Context, err error) (outcome, bool) {
 // begin marks the run running.
 func (r *runner) begin(ctx context.Context) error {
 	return r.e.st.Tx(ctx, func(tx store.Tx) error {
-		run, err := tx.Run(ctx, r.run.ID)
+		run, err := lockedRun(ctx, tx, r.run.ID)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,18 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
+// node answers GET /node. opencode's health schema admits no other field,
+// so what a cluster's operator needs is here.
+func (s *Server) node(w http.ResponseWriter, r *http.Request) *apiError {
+	leases := 0
+	if s.cfg.Node.Leases != nil {
+		leases = s.cfg.Node.Leases()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"node": s.cfg.Node.ID, "database": s.cfg.Node.Database,
+		"leases": leases, "version": s.cfg.Version})
+	return nil
+}
+
 // directory returns the workspace a request selects: ?directory=, then the
 // x-opencode-directory header, then the server's own directory.
 func (s *Server) directory(r *http.Request) (string, *apiError) {

@@ -41,6 +41,16 @@ type Config struct {
 	// Pprof serves Go's profiles under /debug/pprof/ (behind the same
 	// security as every route).
 	Pprof bool
+	// Node describes this node to GET /node.
+	Node NodeInfo
+}
+
+// NodeInfo describes the node serving the API: its id, its database kind
+// ("sqlite" or "postgres") and a count of the run leases it holds.
+type NodeInfo struct {
+	ID       string
+	Database string
+	Leases   func() int
 }
 
 // Server serves the API.
@@ -134,6 +144,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/api/command", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/api/skill", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
+		{"GET", "/node", "This node: its id, database kind and the run leases it holds.", true, s.node},
 		{"GET", "/metrics", "Process metrics in Prometheus text format: goroutines, memory, open files.", true, s.metrics},
 	}
 	s.mux = http.NewServeMux()

@@ -265,7 +265,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event",
 		"GET /experimental/capabilities", "GET /experimental/console", "GET /experimental/resource",
 		"GET /experimental/workspace", "GET /experimental/workspace/status", "GET /formatter",
-		"GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /metrics", "GET /path", "GET /permission",
+		"GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /metrics", "GET /node", "GET /path", "GET /permission",
 		"GET /project/current", "GET /project/{projectID}/directories", "GET /provider", "GET /provider/auth",
 		"GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}", "GET /session/{id}/children",
 		"GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message",
