@@ -107,6 +107,20 @@ type sample struct {
 }
 
 func TestTorture(t *testing.T) {
+	seconds := tortureSeconds(t)
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "agentd.db")
+	runTorture(t, dir, seconds, 1, dbPath, func() store.Store {
+		st, err := sqlite.Open(context.Background(), dbPath, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
+}
+
+// tortureSeconds skips unless AGENTD_TORTURE=1 and returns the test's length.
+func tortureSeconds(t *testing.T) int {
 	if os.Getenv("AGENTD_TORTURE") != "1" {
 		t.Skip("set AGENTD_TORTURE=1 to run the crash torture test")
 	}
@@ -114,68 +128,89 @@ func TestTorture(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("AGENTD_TORTURE_SECONDS")); err == nil && v > 0 {
 		seconds = v
 	}
+	return seconds
+}
+
+// runTorture drives nodes agentd processes sharing the database db with
+// prompts of every kind sent to random nodes, kills a random node with
+// SIGKILL at random moments and restarts it, follows /event on every node
+// across its restarts, samples status from random nodes, and then checks
+// the promises against the database opened by open.
+func runTorture(t *testing.T, dir string, seconds, nodes int, db string, open func() store.Store) {
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("AGENTD_TORTURE_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	t.Logf("seed %d, %d s", seed, seconds)
+	t.Logf("seed %d, %d s, %d nodes", seed, seconds, nodes)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var rngMu sync.Mutex
 	randN := func(n int) int { rngMu.Lock(); defer rngMu.Unlock(); return rng.IntN(n) }
 
-	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)
-	bin := filepath.Join(dir, "agentd")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/agentd")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := agentdBinary(t)
 	fake := fakellm.New(fakellm.Options{Second: 200 * time.Millisecond})
 	hs := httptest.NewServer(fake.Handler())
 	defer hs.Close()
 	cfgPath := filepath.Join(dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
 		"permission":{"bash":"allow"},"agentd":{"retry":{"maxAttempts":4}}}`), 0o644)
-	port := freePort(t)
-	dbPath := filepath.Join(dir, "agentd.db")
 	logFile, _ := os.Create(filepath.Join(dir, "agentd.log"))
 	defer logFile.Close()
-	srv := &server{t: t, bin: bin, dir: ws, url: "http://127.0.0.1:" + strconv.Itoa(port), logFile: logFile,
-		args: []string{"serve", "--port", strconv.Itoa(port), "--db", dbPath, "--config", cfgPath, "--log-level", "warn"}}
-	srv.start()
-	c := client.New(srv.url)
-	c.HTTP = &http.Client{Timeout: 10 * time.Second}
+	var srvs []*server
+	var clients []*client.Client
+	for range nodes {
+		port := freePort(t)
+		args := []string{"serve", "--port", strconv.Itoa(port), "--db", db, "--config", cfgPath, "--log-level", "warn"}
+		if nodes > 1 {
+			args = append(args, "--lease-ttl", "2s", "--lease-renew", "500ms")
+		}
+		srv := &server{t: t, bin: bin, dir: ws, url: "http://127.0.0.1:" + strconv.Itoa(port), logFile: logFile, args: args}
+		srv.start()
+		c := client.New(srv.url)
+		c.HTTP = &http.Client{Timeout: 10 * time.Second}
+		srvs, clients = append(srvs, srv), append(clients, c)
+	}
+	anyNode := func() *client.Client { return clients[randN(len(clients))] }
 
 	ctx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
 
-	// SSE consumer: follows /event across every restart.
-	var seenMu sync.Mutex
-	var seen []int64
-	var cursor int64
-	consumerDone := make(chan struct{})
-	go func() {
-		defer close(consumerDone)
-		sc := client.New(srv.url)
-		for ctx.Err() == nil {
-			_ = sc.Events(ctx, "", cursor, true, func(ev client.Event) error {
-				if ev.Seq > 0 {
-					seenMu.Lock()
-					seen = append(seen, ev.Seq)
-					cursor = ev.Seq
-					seenMu.Unlock()
+	// SSE consumers: one per node, each following its node across every
+	// restart.
+	type consumer struct {
+		mu     sync.Mutex
+		seen   []int64
+		cursor int64
+	}
+	consumers := make([]*consumer, nodes)
+	var consumersWG sync.WaitGroup
+	for i, srv := range srvs {
+		cs := &consumer{}
+		consumers[i] = cs
+		consumersWG.Go(func() {
+			sc := client.New(srv.url)
+			for ctx.Err() == nil {
+				cs.mu.Lock()
+				cursor := cs.cursor
+				cs.mu.Unlock()
+				_ = sc.Events(ctx, "", cursor, true, func(ev client.Event) error {
+					if ev.Seq > 0 {
+						cs.mu.Lock()
+						cs.seen = append(cs.seen, ev.Seq)
+						cs.cursor = ev.Seq
+						cs.mu.Unlock()
+					}
+					return nil
+				})
+				select {
+				case <-ctx.Done():
+				case <-time.After(20 * time.Millisecond):
 				}
-				return nil
-			})
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
 			}
-		}
-	}()
+		})
+	}
 
 	// Drivers.
 	const sessions = 12
@@ -183,7 +218,7 @@ func TestTorture(t *testing.T) {
 	var acc []accepted
 	var sids []string
 	for range sessions {
-		s, err := c.CreateSession(ctx, "", "")
+		s, err := anyNode().CreateSession(ctx, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +249,7 @@ func TestTorture(t *testing.T) {
 				// Retry the send until it is acknowledged; the message id
 				// makes repeats harmless.
 				for driveCtx.Err() == nil {
-					if err := c.SendAsync(driveCtx, sid, p); err == nil {
+					if err := anyNode().SendAsync(driveCtx, sid, p); err == nil {
 						accMu.Lock()
 						acc = append(acc, accepted{sid, msgID, token})
 						accMu.Unlock()
@@ -224,10 +259,10 @@ func TestTorture(t *testing.T) {
 				}
 				if strings.HasPrefix(text, "sleep:20") {
 					time.Sleep(time.Duration(200+randN(800)) * time.Millisecond)
-					_, _ = c.Abort(driveCtx, sid)
+					_, _ = anyNode().Abort(driveCtx, sid)
 				}
 				for driveCtx.Err() == nil {
-					st, err := c.Wait(driveCtx, sid, "", 5*time.Second)
+					st, err := anyNode().Wait(driveCtx, sid, "", 5*time.Second)
 					if err == nil && st.Type == core.StatusIdle {
 						break
 					}
@@ -246,7 +281,7 @@ func TestTorture(t *testing.T) {
 		for driveCtx.Err() == nil {
 			sid := sids[randN(len(sids))]
 			t0 := time.Now().UnixMilli()
-			st, err := c.Status(driveCtx, sid)
+			st, err := anyNode().Status(driveCtx, sid)
 			t1 := time.Now().UnixMilli()
 			if err == nil {
 				samplesMu.Lock()
@@ -257,10 +292,17 @@ func TestTorture(t *testing.T) {
 		}
 	})
 
-	// Killer.
+	// Killer: one node at a time; on a cluster the others take its runs
+	// over while it is down.
+	kills := 0
 	for time.Now().Before(deadline.Add(-2 * time.Second)) {
 		time.Sleep(time.Duration(700+randN(2300)) * time.Millisecond)
+		srv := srvs[randN(len(srvs))]
 		srv.kill()
+		kills++
+		if nodes > 1 && randN(2) == 0 {
+			time.Sleep(time.Duration(500+randN(2500)) * time.Millisecond)
+		}
 		srv.start()
 	}
 	stopDrive()
@@ -269,7 +311,7 @@ func TestTorture(t *testing.T) {
 	// Let every accepted prompt finish, then stop cleanly.
 	for _, sid := range sids {
 		for {
-			st, err := c.Wait(ctx, sid, "", 60*time.Second)
+			st, err := clients[0].Wait(ctx, sid, "", 60*time.Second)
 			if err == nil && st.Type == core.StatusIdle {
 				break
 			}
@@ -278,37 +320,39 @@ func TestTorture(t *testing.T) {
 			}
 		}
 	}
-	// Give the consumer the tail of the log.
-	stDB, err := sqlite.Open(ctx, dbPath, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, lastSeq, _ := stDB.EventBounds(ctx)
-	for i := 0; ; i++ {
-		seenMu.Lock()
-		cur := cursor
-		seenMu.Unlock()
-		if cur >= lastSeq {
-			break
+	// Give the consumers the tail of the log.
+	st := open()
+	_, lastSeq, _ := st.EventBounds(ctx)
+	for i, cs := range consumers {
+		for n := 0; ; n++ {
+			cs.mu.Lock()
+			cur := cs.cursor
+			cs.mu.Unlock()
+			if cur >= lastSeq {
+				break
+			}
+			if n > 1000 {
+				t.Fatalf("consumer of node %d stuck at %d of %d", i, cur, lastSeq)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		if i > 500 {
-			t.Fatalf("consumer stuck at %d of %d", cur, lastSeq)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	stopAll()
-	<-consumerDone
-	srv.stop()
-	stDB.Close()
-	stDB, err = sqlite.Open(context.Background(), dbPath, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
+	consumersWG.Wait()
+	for _, srv := range srvs {
+		srv.stop()
 	}
-	defer stDB.Close()
-	verify(t, stDB, acc, samples, seen, filepath.Join(dir, "counter.txt"), srv.kills)
+	st.Close()
+	st = open()
+	defer st.Close()
+	var seen [][]int64
+	for _, cs := range consumers {
+		seen = append(seen, cs.seen)
+	}
+	verify(t, st, acc, samples, seen, filepath.Join(dir, "counter.txt"), kills)
 }
 
-func verify(t *testing.T, st *sqlite.Store, acc []accepted, samples []sample, seen []int64, counterPath string, kills int) {
+func verify(t *testing.T, st store.Store, acc []accepted, samples []sample, seen [][]int64, counterPath string, kills int) {
 	ctx := context.Background()
 	var lost, dupRuns, badEnds int
 	runsBySession := map[string][]core.Run{}
@@ -399,14 +443,16 @@ func verify(t *testing.T, st *sqlite.Store, acc []accepted, samples []sample, se
 		}
 	}
 
-	// The consumer saw every durable event exactly once, in order.
-	if len(seen) != len(all) {
-		t.Errorf("consumer saw %d events, log has %d", len(seen), len(all))
-	}
-	for i, s := range seen {
-		if s != int64(i+1) {
-			t.Errorf("consumer: event %d has seq %d (gap or duplicate)", i, s)
-			break
+	// Every node's consumer saw every durable event exactly once, in order.
+	for n, seen := range seen {
+		if len(seen) != len(all) {
+			t.Errorf("consumer of node %d saw %d events, log has %d", n, len(seen), len(all))
+		}
+		for i, s := range seen {
+			if s != int64(i+1) {
+				t.Errorf("consumer of node %d: event %d has seq %d (gap or duplicate)", n, i, s)
+				break
+			}
 		}
 	}
 
@@ -443,9 +489,12 @@ func verify(t *testing.T, st *sqlite.Store, acc []accepted, samples []sample, se
 			}
 		}
 	}
-	ic, err := st.IntegrityCheck(ctx)
-	if err != nil || ic != "ok" {
-		t.Errorf("integrity_check = %q, %v", ic, err)
+	ic := "n/a"
+	if sq, ok := st.(*sqlite.Store); ok {
+		var err error
+		if ic, err = sq.IntegrityCheck(ctx); err != nil || ic != "ok" {
+			t.Errorf("integrity_check = %q, %v", ic, err)
+		}
 	}
 	fmt.Printf("torture: prompts=%d kills=%d resumes=%d runs=%d tool_runs=%d events=%d status_samples=%d lost=%d duplicates=%d lies=%d unended=%d integrity=%s\n",
 		len(acc), kills, resumes, len(tallies), toolRuns, len(all), len(samples), lost+dupRuns, duplicates, lies, badEnds, ic)
