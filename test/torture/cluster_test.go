@@ -2,8 +2,21 @@ package torture
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/fakellm"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/postgres"
 	"github.com/agentd/agentd/internal/store/postgres/pgtest"
@@ -23,4 +36,290 @@ func TestClusterTorture(t *testing.T) {
 		}
 		return st
 	})
+}
+
+// cluster is nodes agentd processes sharing one PostgreSQL schema, with
+// fakellm as their provider and bash allowed.
+type cluster struct {
+	url     string
+	dir     string // the parent of the workspace: tools write counters here
+	srvs    []*server
+	clients []*client.Client
+}
+
+func startCluster(t *testing.T, nodes int) *cluster {
+	t.Helper()
+	cl := &cluster{url: pgtest.Schema(t), dir: t.TempDir()}
+	ws := filepath.Join(cl.dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	bin := agentdBinary(t)
+	fake := fakellm.New(fakellm.Options{Second: 100 * time.Millisecond})
+	hs := httptest.NewServer(fake.Handler())
+	t.Cleanup(hs.Close)
+	cfgPath := filepath.Join(cl.dir, "agentd.json")
+	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
+		"permission":{"bash":"allow"}}`), 0o644)
+	logFile, _ := os.Create(filepath.Join(cl.dir, "agentd.log"))
+	t.Cleanup(func() {
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile.Name())
+			t.Logf("nodes' log:\n%s", b)
+		}
+	})
+	for i := range nodes {
+		port := freePort(t)
+		srv := &server{t: t, bin: bin, dir: ws, url: "http://127.0.0.1:" + strconv.Itoa(port), logFile: logFile,
+			args: []string{"serve", "--port", strconv.Itoa(port), "--db", cl.url, "--config", cfgPath, "--log-level", "info",
+				"--node", "node" + strconv.Itoa(i), "--lease-ttl", clusterTTL.String(), "--lease-renew", "500ms"}}
+		srv.start()
+		t.Cleanup(srv.stop)
+		cl.srvs = append(cl.srvs, srv)
+		cl.clients = append(cl.clients, client.New(srv.url))
+	}
+	return cl
+}
+
+// clusterTTL is the nodes' lease TTL in these tests.
+const clusterTTL = 2 * time.Second
+
+// leases returns how many run leases a node reports holding.
+func leases(t *testing.T, url string) int {
+	resp, err := http.Get(url + "/node")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var n struct{ Leases int }
+	json.NewDecoder(resp.Body).Decode(&n)
+	return n.Leases
+}
+
+// follow collects the seqs of the durable events a node streams, from the
+// start of the log.
+func follow(ctx context.Context, c *client.Client) func() []int64 {
+	var mu sync.Mutex
+	var seen []int64
+	go func() {
+		for ctx.Err() == nil {
+			mu.Lock()
+			cursor := int64(0)
+			if len(seen) > 0 {
+				cursor = seen[len(seen)-1]
+			}
+			mu.Unlock()
+			_ = c.Events(ctx, "", cursor, true, func(ev client.Event) error {
+				if ev.Seq > 0 {
+					mu.Lock()
+					seen = append(seen, ev.Seq)
+					mu.Unlock()
+				}
+				return nil
+			})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return func() []int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]int64(nil), seen...)
+	}
+}
+
+// TestClusterKillTakeover: kill -9 of the node that executes runs with tool
+// calls in flight; the other nodes resume every one of them within the
+// lease TTL + 5 s, each ends exactly once, no tool runs twice, status read
+// from a surviving node is never idle meanwhile, and SSE followers on the
+// surviving nodes see the whole log without a gap or a duplicate.
+func TestClusterKillTakeover(t *testing.T) {
+	cl := startCluster(t, 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	seenB, seenC := follow(ctx, cl.clients[1]), follow(ctx, cl.clients[2])
+	a := cl.clients[0]
+	var sids []string
+	for i := range 4 {
+		s, err := a.CreateSession(ctx, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, s.ID)
+		tok := "tok" + strconv.Itoa(i)
+		err = a.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo ` + tok + ` >> ../counter.txt; sleep 30"}` + "\nreply:done " + tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait until node 0 runs the tools.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(cl.dir, "counter.txt"))
+		if strings.Count(string(b), "tok") == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tools did not start: %q", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	owned := leases(t, cl.srvs[0].url)
+	if owned < 1 {
+		t.Fatalf("node 0 holds %d leases", owned)
+	}
+	cl.srvs[0].kill()
+	killed := time.Now()
+	// Status from a surviving node while the runs are taken over.
+	b := cl.clients[1]
+	for _, sid := range sids {
+		for {
+			st, err := b.Status(ctx, sid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Type == core.StatusIdle {
+				if st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+					t.Fatalf("session %s idle without success: %+v", sid, st)
+				}
+				break
+			}
+			if time.Since(killed) > clusterTTL+5*time.Second {
+				t.Fatalf("session %s still %+v %s after the kill", sid, st, time.Since(killed))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	t.Logf("node 0 held %d leases; every run ended %s after its kill", owned, time.Since(killed).Round(time.Millisecond))
+	// Each tool ran once; each tool call's outcome is unknown.
+	data, _ := os.ReadFile(filepath.Join(cl.dir, "counter.txt"))
+	for i := range 4 {
+		if n := strings.Count(string(data), "tok"+strconv.Itoa(i)+"\n"); n != 1 {
+			t.Errorf("tool tok%d ran %d times", i, n)
+		}
+	}
+	for _, sid := range sids {
+		msgs, err := b.Messages(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := mustJSON(msgs)
+		if !strings.Contains(text, "outcome unknown") {
+			t.Errorf("session %s: the cut-off tool call was not closed as outcome unknown", sid)
+		}
+	}
+	st, err := postgres.Open(ctx, cl.url, postgres.Options{Node: "verifier"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, last, _ := st.EventBounds(ctx)
+	ends := map[string]int{}
+	evs, _ := st.Events(ctx, store.EventQuery{Limit: 100000})
+	for _, ev := range evs {
+		if ev.Type == core.EventRunUpdated {
+			var p core.RunProps
+			json.Unmarshal(ev.Properties, &p)
+			if core.TerminalState(p.Run.State) {
+				ends[p.Run.ID]++
+			}
+		}
+	}
+	if len(ends) != 4 {
+		t.Errorf("%d runs ended, want 4", len(ends))
+	}
+	for id, n := range ends {
+		if n != 1 {
+			t.Errorf("run %s ended %d times", id, n)
+		}
+	}
+	for name, seen := range map[string]func() []int64{"node 1": seenB, "node 2": seenC} {
+		deadline := time.Now().Add(10 * time.Second)
+		var got []int64
+		for {
+			got = seen()
+			if (len(got) > 0 && got[len(got)-1] >= last) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for i, s := range got {
+			if s != int64(i+1) {
+				t.Fatalf("%s's follower: event %d has seq %d (gap or duplicate)", name, i, s)
+			}
+		}
+		if int64(len(got)) != last {
+			t.Errorf("%s's follower saw %d of %d events", name, len(got), last)
+		}
+	}
+}
+
+// TestClusterZombieFenced: a node frozen (SIGSTOP) while its run's tool
+// executes loses the run to another node; when it thaws it writes nothing
+// more for that run and kills its tool processes.
+func TestClusterZombieFenced(t *testing.T) {
+	cl := startCluster(t, 2)
+	ctx := t.Context()
+	a, b := cl.clients[0], cl.clients[1]
+	s, err := a.CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tool takes 10 s in small steps, then leaves a mark: the mark must
+	// never appear, since the zombie's tool is killed when it thaws.
+	err = a.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo started >> ../zombie.txt; for i in $(seq 100); do sleep 0.1; done; echo ZOMBIE >> ../zombie.txt"}` + "\nreply:after the takeover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		data, _ := os.ReadFile(filepath.Join(cl.dir, "zombie.txt"))
+		if strings.Contains(string(data), "started") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("tool did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := leases(t, cl.srvs[0].url); n != 1 {
+		t.Fatalf("node 0 holds %d leases, want 1", n)
+	}
+	cl.srvs[0].signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	st := waitStatus(t, b, s.ID, func(st core.SessionStatus) bool { return st.Type == core.StatusIdle })
+	if st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("run taken over ended %+v", st.Last)
+	}
+	t.Logf("taken over and ended %s after the freeze", time.Since(stopped).Round(time.Millisecond))
+	before, err := b.Messages(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := postgres.Open(ctx, cl.url, postgres.Options{Node: "verifier"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	_, lastBefore, _ := pg.EventBounds(ctx)
+	cl.srvs[0].signal(syscall.SIGCONT)
+	// Longer than the rest of the tool's 10 s.
+	time.Sleep(11 * time.Second)
+	data, _ := os.ReadFile(filepath.Join(cl.dir, "zombie.txt"))
+	if strings.Contains(string(data), "ZOMBIE") {
+		t.Error("the zombie's tool process was not stopped")
+	}
+	after, err := b.Messages(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mustJSON(before) != mustJSON(after) {
+		t.Errorf("the zombie changed the transcript after the takeover:\nbefore %s\nafter  %s", mustJSON(before), mustJSON(after))
+	}
+	_, lastAfter, _ := pg.EventBounds(ctx)
+	if lastAfter != lastBefore {
+		evs, _ := pg.Events(ctx, store.EventQuery{After: lastBefore})
+		t.Errorf("%d events written after the takeover: %s", len(evs), mustJSON(evs))
+	}
+	if n := leases(t, cl.srvs[0].url); n != 0 {
+		t.Errorf("the zombie still holds %d leases", n)
+	}
 }

@@ -79,6 +79,13 @@ func (s *server) kill() {
 	s.kills++
 }
 
+func (s *server) signal(sig os.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	_ = cmd.Process.Signal(sig)
+}
+
 func (s *server) stop() {
 	s.mu.Lock()
 	cmd := s.cmd
