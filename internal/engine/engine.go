@@ -195,9 +195,9 @@ type Engine struct {
 	mu       sync.Mutex
 	started  bool
 	closing  bool
-	handles  map[string]*handle   // runs executing here, by run id
-	sessions map[string]*executor // sessions with a local executor
-	waiters  map[string]*waiter   // run id → waiters for its end
+	handles  map[string]*handle     // runs executing here, by run id
+	sessions map[string]*executor   // sessions with a local executor
+	waiters  map[string]*waiter     // run id → waiters for its end
 	leases   map[string]*leaseState // run id → lease held, with a Leaser
 	baseCtx  context.Context
 	cancel   context.CancelCauseFunc
