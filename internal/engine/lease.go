@@ -23,9 +23,11 @@ import (
 var errFenced = errors.New("lease lost to another node")
 
 // leaseMargin is how long before its local deadline a run whose lease
-// could not be renewed is stopped: the database's clock may run a little
-// ahead of this node's.
-const leaseMargin = 2 * time.Second
+// could not be renewed is stopped (a fifth of the TTL, at most 2 s): the
+// database's clock may run a little ahead of this node's.
+func (e *Engine) leaseMargin() time.Duration {
+	return min(e.cfg.LeaseTTL/5, 2*time.Second)
+}
 
 // claimResult says what a claim left the node to do.
 type claimResult int
@@ -201,7 +203,7 @@ func (e *Engine) expire() {
 	var stale []string
 	e.mu.Lock()
 	for id, ls := range e.leases {
-		if now.After(ls.until.Add(-leaseMargin)) {
+		if now.After(ls.until.Add(-e.leaseMargin())) {
 			stale = append(stale, id)
 		}
 	}
