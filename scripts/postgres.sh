@@ -2,6 +2,7 @@
 # Starts or stops a throwaway PostgreSQL cluster for the tests.
 #
 #   scripts/postgres.sh start DIR [PORT]   prints the URL to export as AGENTD_TEST_POSTGRES
+#   scripts/postgres.sh restart DIR        (fast: open connections are cut)
 #   scripts/postgres.sh stop DIR
 #
 # It uses Debian's PostgreSQL 15 (installing it when missing and allowed),
@@ -47,6 +48,11 @@ start)
     { cat "$dir/server.log" >&2; exit 1; }
   echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
   ;;
+restart)
+  bin=$(bindir)
+  run_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w restart >&2 ||
+    { cat "$dir/server.log" >&2; exit 1; }
+  ;;
 stop)
   bin=$(bindir)
   if [ -n "$bin" ] && [ -f "$dir/data/postmaster.pid" ]; then
@@ -54,6 +60,6 @@ stop)
   fi
   ;;
 *)
-  echo "usage: $0 start|stop DIR [PORT]" >&2; exit 2
+  echo "usage: $0 start|restart|stop DIR [PORT]" >&2; exit 2
   ;;
 esac

@@ -349,13 +349,27 @@ func (e *Engine) drive(sessionID string) {
 	defer e.wg.Done()
 	pauses := 0
 	stalled := "" // the run the storage stopped, to repair before it goes on
+	defer func() {
+		if stalled != "" {
+			e.dropLease(stalled)
+		}
+	}()
 	for {
 		run, ok := e.nextRun(sessionID, &pauses)
 		if !ok {
 			return
 		}
+		if stalled != "" && run.ID != stalled {
+			// Ended meanwhile (by a client, or by the node that took it).
+			e.dropLease(stalled)
+			stalled = ""
+		}
 		var lease *store.Lease
-		if e.cfg.Leaser != nil {
+		if l := e.heldLease(run.ID); l != nil && run.ID == stalled {
+			// The storage stall was shorter than the lease: the run is
+			// still this node's, with no other node's claim to wait for.
+			lease = l
+		} else if e.cfg.Leaser != nil {
 			l, res, err := e.claim(run)
 			if err != nil {
 				pauses++
@@ -376,7 +390,7 @@ func (e *Engine) drive(sessionID string) {
 			lease = l
 		}
 		if run.ID == stalled {
-			if err := e.repairStalled(run); err != nil {
+			if err := e.repairStalled(run, lease); err != nil {
 				pauses++
 				e.pause(pauses, "run", run.ID, "err", err)
 				continue
@@ -389,6 +403,10 @@ func (e *Engine) drive(sessionID string) {
 			e.pause(pauses, "run", run.ID, "err", err)
 			continue
 		}
+		if lease != nil {
+			e.dropLease(run.ID)
+		}
+		stalled = ""
 		pauses = 0
 	}
 }

@@ -284,9 +284,12 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed 
 // the run is taken up again. Unlike a restart this is not counted as a
 // resume: the process did not crash, and a disk that stays full for a
 // while must not fail the run.
-func (e *Engine) repairStalled(run core.Run) error {
+func (e *Engine) repairStalled(run core.Run, lease *store.Lease) error {
 	ctx, cancel := detached(e.baseCtx)
 	defer cancel()
+	if lease != nil {
+		ctx = store.WithLease(ctx, lease)
+	}
 	return e.st.Tx(ctx, func(tx store.Tx) error {
 		cur, err := tx.Run(ctx, run.ID)
 		if err != nil || core.TerminalState(cur.State) {

@@ -99,6 +99,16 @@ type leaseState struct {
 	until time.Time
 }
 
+// heldLease returns the lease this node holds on the run, if any.
+func (e *Engine) heldLease(runID string) *store.Lease {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ls := e.leases[runID]; ls != nil {
+		return ls.lease
+	}
+	return nil
+}
+
 // dropLease forgets a lease once its run stopped executing here.
 func (e *Engine) dropLease(runID string) {
 	e.mu.Lock()
@@ -191,6 +201,16 @@ func (e *Engine) renew() {
 		e.log.Warn("lease lost; stopping the run here", "run", id)
 		e.fence(id)
 	}
+	// A run that ended is dropped by its executor; one that no executor
+	// holds any more (kept over a storage stall, then ended by a client)
+	// is dropped here.
+	e.mu.Lock()
+	for _, id := range r.Ended {
+		if e.handles[id] == nil {
+			delete(e.leases, id)
+		}
+	}
+	e.mu.Unlock()
 	for id, reason := range r.Aborts {
 		e.abortRequested(id, reason)
 	}

@@ -38,9 +38,9 @@ func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 	ctx, h := e.register(run.ID)
 	defer e.unregister(h)
 	if lease != nil {
-		// Every write of the run is fenced by its lease.
+		// Every write of the run is fenced by its lease. The caller drops
+		// the lease: it keeps it over a storage stall.
 		ctx = store.WithLease(ctx, lease)
-		defer e.dropLease(run.ID)
 	}
 	lost := &store.WriteFailures{}
 	ctx = store.WithWriteFailures(ctx, lost)

@@ -70,6 +70,9 @@ type Claim struct {
 type Renewal struct {
 	// Lost lists the runs whose lease the node no longer holds.
 	Lost []string
+	// Ended lists the runs that have ended while the node held their
+	// lease: nothing is lost, the lease is merely of no more use.
+	Ended []string
 	// Aborts maps runs a client asked to end to the reason.
 	Aborts map[string]string
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,7 +63,12 @@ func (cl *cluster) noSpuriousFencing(t *testing.T) {
 
 func startCluster(t *testing.T, nodes int) *cluster {
 	t.Helper()
-	cl := &cluster{url: pgtest.Schema(t), dir: t.TempDir()}
+	return startClusterOn(t, nodes, pgtest.Schema(t))
+}
+
+func startClusterOn(t *testing.T, nodes int, url string) *cluster {
+	t.Helper()
+	cl := &cluster{url: url, dir: t.TempDir()}
 	ws := filepath.Join(cl.dir, "ws")
 	os.MkdirAll(ws, 0o755)
 	bin := agentdBinary(t)
@@ -338,5 +344,130 @@ func TestClusterZombieFenced(t *testing.T) {
 	}
 	if n := leases(t, cl.srvs[0].url); n != 0 {
 		t.Errorf("the zombie still holds %d leases", n)
+	}
+}
+
+// privatePostgres starts a PostgreSQL server of the test's own (the shared
+// one must not be restarted under other tests) and returns its URL and a
+// function that restarts it.
+func privatePostgres(t *testing.T) (string, func()) {
+	t.Helper()
+	pgtest.URL(t) // skips when the machine has no PostgreSQL for tests
+	dir, err := os.MkdirTemp("", "agentd-pg-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs("../../scripts/postgres.sh")
+	out, err := exec.Command(script, "start", dir, strconv.Itoa(freePort(t))).Output()
+	if err != nil {
+		t.Fatalf("start a private PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		exec.Command(script, "stop", dir).Run()
+		os.RemoveAll(dir)
+	})
+	restart := func() {
+		if out, err := exec.Command(script, "restart", dir).CombinedOutput(); err != nil {
+			t.Fatalf("restart PostgreSQL: %v\n%s", err, out)
+		}
+	}
+	return strings.TrimSpace(string(out)), restart
+}
+
+// TestClusterSurvivesPostgresRestart: PostgreSQL restarted (fast: every
+// connection cut) while two nodes run turns with tools; the nodes
+// reconnect, every acknowledged prompt is answered, every run succeeds
+// and ends once.
+func TestClusterSurvivesPostgresRestart(t *testing.T) {
+	url, restart := privatePostgres(t)
+	cl := startClusterOn(t, 2, url)
+	ctx := t.Context()
+	type sent struct{ sid, msgID string }
+	var mu sync.Mutex
+	var acc []sent
+	var sids []string
+	for range 4 {
+		s, err := cl.clients[0].CreateSession(ctx, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, s.ID)
+	}
+	var wg sync.WaitGroup
+	for i, sid := range sids {
+		wg.Go(func() {
+			for turn := range 4 {
+				c := cl.clients[(i+turn)%2]
+				text := "sleep:8\nreply:slow " + strconv.Itoa(turn)
+				if turn%2 == 1 {
+					text = `tool:bash:{"command":"sleep 0.5; echo t"}` + "\nreply:tool " + strconv.Itoa(turn)
+				}
+				p := client.Prompt{Text: text, MessageID: core.NewID(core.PrefixMessage, false), Busy: "queue"}
+				deadline := time.Now().Add(60 * time.Second)
+				for {
+					err := c.SendAsync(ctx, sid, p)
+					if err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("send never acknowledged: %v", err)
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				mu.Lock()
+				acc = append(acc, sent{sid, p.MessageID})
+				mu.Unlock()
+				for {
+					st, err := c.Wait(ctx, sid, "", 5*time.Second)
+					if err == nil && st.Type == core.StatusIdle {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("session %s never idle: %+v %v", sid, st, err)
+						return
+					}
+					if err != nil {
+						time.Sleep(100 * time.Millisecond)
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	restart()
+	t.Log("PostgreSQL restarted")
+	wg.Wait()
+	// A node stops its runs before its leases can expire; it never finds
+	// one taken (a run that ended while a renewal was on its way is not a
+	// lost lease either).
+	if b, _ := os.ReadFile(cl.logPath); strings.Contains(string(b), "lease lost") {
+		t.Error(`a node logged "lease lost"`)
+	}
+	pg, err := postgres.Open(ctx, url, postgres.Options{Node: "verifier"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	for _, a := range acc {
+		if _, err := pg.Message(ctx, a.sid, a.msgID); err != nil {
+			t.Errorf("acknowledged prompt %s: %v", a.msgID, err)
+		}
+	}
+	total := 0
+	for _, sid := range sids {
+		runs, err := pg.Runs(ctx, sid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			total++
+			if r.State != core.RunSucceeded {
+				t.Errorf("run %s ended %s/%s: %+v", r.ID, r.State, r.Reason, r.Error)
+			}
+		}
+	}
+	if total != len(acc) {
+		t.Errorf("%d runs for %d acknowledged prompts", total, len(acc))
 	}
 }

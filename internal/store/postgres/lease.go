@@ -76,7 +76,10 @@ func (s *Store) Claimable(ctx context.Context, limit int) ([]string, error) {
 
 // Renew implements store.Leaser in one statement for all of the node's
 // leases. A lease that has already expired is not renewed (another node
-// may be claiming it): the node must stop that run.
+// may be claiming it): the node must stop that run. A run that ended since
+// the node read its leases is renewed all the same and reported ended, so
+// that the race of a renewal with a run's last write is not taken for a
+// lost lease.
 func (s *Store) Renew(ctx context.Context, leases []store.Lease, ttl time.Duration) (store.Renewal, error) {
 	var r store.Renewal
 	if len(leases) == 0 {
@@ -90,8 +93,8 @@ func (s *Store) Renew(ctx context.Context, leases []store.Lease, ttl time.Durati
 	rows, err := s.db.QueryContext(ctx, `UPDATE runs r SET lease_expires_ms = `+nowMS+` + $1
 		FROM unnest($2::text[], $3::bigint[]) AS l(id, epoch)
 		WHERE r.id = l.id AND r.lease_epoch = l.epoch AND r.lease_owner = $4
-			AND r.lease_expires_ms > `+nowMS+` AND r.state IN ('queued', 'running', 'retrying')
-		RETURNING r.id, r.abort_reason`, ttl.Milliseconds(), ids, epochs, s.node)
+			AND r.lease_expires_ms > `+nowMS+`
+		RETURNING r.id, r.abort_reason, r.state IN ('queued', 'running', 'retrying')`, ttl.Milliseconds(), ids, epochs, s.node)
 	if err != nil {
 		return r, fmt.Errorf("renew %d leases: %w", len(leases), storageError(err))
 	}
@@ -99,10 +102,15 @@ func (s *Store) Renew(ctx context.Context, leases []store.Lease, ttl time.Durati
 	held := make(map[string]bool, len(leases))
 	for rows.Next() {
 		var id, reason string
-		if err := rows.Scan(&id, &reason); err != nil {
+		var active bool
+		if err := rows.Scan(&id, &reason, &active); err != nil {
 			return r, fmt.Errorf("renew leases: %w", err)
 		}
 		held[id] = true
+		if !active {
+			r.Ended = append(r.Ended, id)
+			continue
+		}
 		if reason != "" {
 			if r.Aborts == nil {
 				r.Aborts = map[string]string{}

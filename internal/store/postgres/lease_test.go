@@ -277,3 +277,32 @@ func TestLogAcrossNodes(t *testing.T) {
 		v.mu.Unlock()
 	}
 }
+
+// TestRenewEndedRun: a run that ended under its lease (the renewal raced
+// with its last write) is reported ended, not lost, so the node does not
+// believe another one took it.
+func TestRenewEndedRun(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Schema(t)
+	a := openNode(t, url, "a")
+	run := seedRun(t, a, core.RunRunning)
+	c, ok, err := a.Claim(t.Context(), run.ID, time.Minute)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	err = a.Tx(store.WithLease(t.Context(), &c.Lease), func(tx store.Tx) error {
+		r, err := tx.Run(t.Context(), run.ID)
+		if err != nil {
+			return err
+		}
+		r.State = core.RunSucceeded
+		return tx.UpdateRun(t.Context(), r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.Renew(t.Context(), []store.Lease{c.Lease}, time.Minute)
+	if err != nil || len(r.Lost) != 0 || len(r.Ended) != 1 || r.Ended[0] != run.ID {
+		t.Errorf("renewal of an ended run = %+v, %v; want it ended, not lost", r, err)
+	}
+}
