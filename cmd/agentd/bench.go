@@ -22,10 +22,13 @@ import (
 )
 
 // cmdBench drives a server with fakellm as its model and prints what it
-// measured. Without --url it starts agentd itself on a fresh database.
+// measured. Without --url it starts agentd itself on a fresh database, or
+// --nodes nodes on the PostgreSQL database given by --database.
 func cmdBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	url := fs.String("url", "", "server to measure (default: start agentd with fakellm)")
+	url := fs.String("url", "", "server to measure, or comma-separated nodes of one cluster (default: start agentd with fakellm)")
+	database := fs.String("database", "", "without --url: start the nodes on this database (postgres://…; default a fresh SQLite file)")
+	nodes := fs.Int("nodes", 1, "without --url: how many nodes to start (more than one needs --database postgres://…)")
 	model := fs.String("model", "fake/fake-model", "provider/model the server knows fakellm as")
 	scen := fs.String("scenarios", "startup,turn,concurrency,status,fanout", "scenarios to run")
 	turns := fs.Int("turns", 300, "turn: sequential prompts")
@@ -63,12 +66,15 @@ func cmdBench(ctx context.Context, args []string) error {
 		}
 	}
 	if opts.URL == "" {
+		if *nodes < 1 || (*nodes > 1 && !strings.HasPrefix(*database, "postgres")) {
+			return fmt.Errorf("--nodes %d: several nodes share a PostgreSQL database (--database postgres://…)", *nodes)
+		}
 		srv, err := startBenchServer(ctx)
 		if err != nil {
 			return err
 		}
 		defer srv.stop()
-		if wantStartup {
+		if wantStartup && *database == "" {
 			for range 5 {
 				d, err := srv.coldStart(ctx)
 				if err != nil {
@@ -77,10 +83,17 @@ func cmdBench(ctx context.Context, args []string) error {
 				startup = append(startup, d)
 			}
 		}
-		if err := srv.start(ctx); err != nil {
+		if err := srv.start(ctx, *database, *nodes); err != nil {
 			return err
 		}
-		opts.URL, opts.PID, opts.DBPath = srv.url, srv.cmd.Process.Pid, filepath.Join(srv.dir, "agentd.db")
+		opts.URL = strings.Join(srv.urls, ",")
+		if len(srv.cmds) == 1 {
+			// Memory is sampled for a single node only.
+			opts.PID = srv.cmds[0].Process.Pid
+		}
+		if *database == "" {
+			opts.DBPath = filepath.Join(srv.dir, "agentd.db")
+		}
 	} else if wantStartup {
 		fmt.Fprintln(os.Stderr, "startup: skipped, the server was started elsewhere")
 	}
@@ -151,13 +164,14 @@ func printReport(rep bench.Report) {
 	}
 }
 
-// benchServer is agentd started by the bench tool, with fakellm.
+// benchServer is agentd started by the bench tool, with fakellm: one
+// node, or several sharing a PostgreSQL database.
 type benchServer struct {
 	dir  string
 	fake *http.Server
 	cfg  string
-	cmd  *exec.Cmd
-	url  string
+	cmds []*exec.Cmd
+	urls []string
 }
 
 func startBenchServer(ctx context.Context) (*benchServer, error) {
@@ -179,7 +193,7 @@ func startBenchServer(ctx context.Context) (*benchServer, error) {
 	return s, os.WriteFile(s.cfg, []byte(cfg), 0o644)
 }
 
-func (s *benchServer) launch(db string) (*exec.Cmd, string, error) {
+func (s *benchServer) launch(db string, extra ...string) (*exec.Cmd, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -190,7 +204,7 @@ func (s *benchServer) launch(db string) (*exec.Cmd, string, error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command(self, "serve", "--port", strconv.Itoa(port), "--db", db, "--config", s.cfg, "--log-level", "error")
+	cmd := exec.Command(self, append([]string{"serve", "--port", strconv.Itoa(port), "--db", db, "--config", s.cfg, "--log-level", "error"}, extra...)...)
 	cmd.Dir = s.dir
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -235,19 +249,33 @@ func (s *benchServer) coldStart(ctx context.Context) (time.Duration, error) {
 	return d, err
 }
 
-func (s *benchServer) start(ctx context.Context) error {
-	cmd, url, err := s.launch(filepath.Join(s.dir, "agentd.db"))
-	if err != nil {
-		return err
+func (s *benchServer) start(ctx context.Context, database string, nodes int) error {
+	if database == "" {
+		database = filepath.Join(s.dir, "agentd.db")
 	}
-	s.cmd, s.url = cmd, url
-	return waitHealthy(ctx, url)
+	for i := range nodes {
+		var extra []string
+		if nodes > 1 {
+			extra = []string{"--node", "bench" + strconv.Itoa(i)}
+		}
+		cmd, url, err := s.launch(database, extra...)
+		if err != nil {
+			return err
+		}
+		s.cmds, s.urls = append(s.cmds, cmd), append(s.urls, url)
+		if err := waitHealthy(ctx, url); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *benchServer) stop() {
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		_ = s.cmd.Wait()
+	for _, cmd := range s.cmds {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, cmd := range s.cmds {
+		_ = cmd.Wait()
 	}
 	_ = s.fake.Close()
 	_ = os.RemoveAll(s.dir)

@@ -26,6 +26,9 @@ import (
 
 // Options selects what to measure.
 type Options struct {
+	// URL is the server; several comma-separated are the nodes of one
+	// cluster, to which requests go round-robin as through a load
+	// balancer without affinity.
 	URL         string
 	Model       core.ModelRef
 	Scenarios   []string
@@ -99,14 +102,29 @@ type Memory struct {
 }
 
 type runner struct {
-	o    Options
-	http *http.Client
-	peak atomic.Int64
+	o     Options
+	nodes []string
+	rr    atomic.Uint64
+	http  *http.Client
+	peak  atomic.Int64
+}
+
+// node returns the next node, round-robin.
+func (r *runner) node() string {
+	return r.nodes[(r.rr.Add(1)-1)%uint64(len(r.nodes))]
 }
 
 // Run executes the scenarios in order.
 func Run(ctx context.Context, o Options) (Report, error) {
 	r := &runner{o: o, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}}}
+	for _, u := range strings.Split(o.URL, ",") {
+		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
+			r.nodes = append(r.nodes, u)
+		}
+	}
+	if len(r.nodes) == 0 {
+		return Report{}, errors.New("no server URL")
+	}
 	rep := Report{Target: o.URL, Started: time.Now().UTC().Format(time.RFC3339)}
 	var stopSampling func()
 	if o.PID > 0 {
@@ -197,12 +215,17 @@ func (r *runner) sampleRSS(pid int) func() {
 // api helpers
 
 func (r *runner) call(ctx context.Context, method, path string, body any, out any) (int, error) {
+	return r.callAt(ctx, r.node(), method, path, body, out)
+}
+
+// callAt makes a request to one node.
+func (r *runner) callAt(ctx context.Context, node, method, path string, body any, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, r.o.URL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, node+path, rd)
 	if err != nil {
 		return 0, err
 	}
@@ -252,7 +275,12 @@ type sseEvent struct {
 // subscribe opens /event and calls fn for each event until ctx ends. It
 // returns once the stream is connected.
 func (r *runner) subscribe(ctx context.Context, fn func(sseEvent)) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", r.o.URL+"/event", nil)
+	return r.subscribeAt(ctx, r.node(), fn)
+}
+
+// subscribeAt is subscribe on one node.
+func (r *runner) subscribeAt(ctx context.Context, node string, fn func(sseEvent)) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", node+"/event", nil)
 	if err != nil {
 		return err
 	}

@@ -198,16 +198,23 @@ func (r *runner) status(ctx context.Context) (Result, error) {
 
 // fanout: subscribers on /event while producers run reply: turns; events
 // delivered per second and the lag from a prompt's acceptance to each
-// subscriber seeing its user message.
+// subscriber seeing its user message. On a cluster the subscribers and the
+// producers are spread over the nodes, and the lag of a subscriber on
+// another node than the producer's is reported on its own.
 func (r *runner) fanout(ctx context.Context) (Result, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var sent sync.Map // messageID → time
+	type post struct {
+		at   time.Time
+		node string
+	}
+	var sent sync.Map // messageID → post
 	var mu sync.Mutex
-	var lag []time.Duration
+	var lag, cross []time.Duration
 	var delivered atomic.Int64
-	for range r.o.Subscribers {
-		err := r.subscribe(sctx, func(ev sseEvent) {
+	for i := range r.o.Subscribers {
+		node := r.nodes[i%len(r.nodes)]
+		err := r.subscribeAt(sctx, node, func(ev sseEvent) {
 			delivered.Add(1)
 			if ev.Type != core.EventMessageUpdated {
 				return
@@ -221,10 +228,15 @@ func (r *runner) fanout(ctx context.Context) (Result, error) {
 			if json.Unmarshal(ev.Properties, &p) != nil || p.Info.Role != "user" {
 				return
 			}
-			if t, ok := sent.Load(p.Info.ID); ok {
-				d := time.Since(t.(time.Time))
+			if v, ok := sent.Load(p.Info.ID); ok {
+				ps := v.(post)
+				d := time.Since(ps.at)
 				mu.Lock()
-				lag = append(lag, d)
+				if ps.node == node {
+					lag = append(lag, d)
+				} else {
+					cross = append(cross, d)
+				}
 				mu.Unlock()
 			}
 		})
@@ -237,17 +249,20 @@ func (r *runner) fanout(ctx context.Context) (Result, error) {
 	start := time.Now()
 	var prompts, errs atomic.Int64
 	var wg sync.WaitGroup
-	for range r.o.Producers {
+	for j := range r.o.Producers {
+		node := r.nodes[j%len(r.nodes)]
 		wg.Go(func() {
-			sid, err := r.session(ctx)
-			if err != nil {
+			var s struct {
+				ID string `json:"id"`
+			}
+			if _, err := r.callAt(ctx, node, "POST", "/session", map[string]any{"title": "bench"}, &s); err != nil {
 				errs.Add(1)
 				return
 			}
 			for pctx.Err() == nil {
 				id := core.NewID(core.PrefixMessage, false)
-				sent.Store(id, time.Now())
-				if _, err := r.call(pctx, "POST", "/session/"+sid+"/message", r.prompt("reply:a few words of streamed text", id), nil); err != nil {
+				sent.Store(id, post{time.Now(), node})
+				if _, err := r.callAt(pctx, node, "POST", "/session/"+s.ID+"/message", r.prompt("reply:a few words of streamed text", id), nil); err != nil {
 					if pctx.Err() == nil {
 						errs.Add(1)
 					}
@@ -262,9 +277,14 @@ func (r *runner) fanout(ctx context.Context) (Result, error) {
 	// Let the subscribers drain.
 	time.Sleep(500 * time.Millisecond)
 	mu.Lock()
-	l := summarize(lag)
+	lats := map[string]Latency{"delivery_lag": summarize(lag)}
+	if len(r.nodes) > 1 {
+		lats["delivery_lag_same_node"] = lats["delivery_lag"]
+		lats["delivery_lag_cross_node"] = summarize(cross)
+		lats["delivery_lag"] = summarize(append(lag, cross...))
+	}
 	mu.Unlock()
-	return Result{Scenario: "fanout", Errors: errs.Load(), Latency: map[string]Latency{"delivery_lag": l},
+	return Result{Scenario: "fanout", Errors: errs.Load(), Latency: lats,
 		Figures: map[string]float64{"subscribers": float64(r.o.Subscribers), "producers": float64(r.o.Producers),
 			"prompts": float64(prompts.Load()), "events_delivered_per_s": float64(delivered.Load()) / el.Seconds()}}, nil
 }

@@ -208,7 +208,7 @@ func (r *runner) reconnectingStream(ctx context.Context, t *sseTally) {
 	gapOK := false // a server.gap was announced since the last durable event
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, time.Duration(200+rng.IntN(1800))*time.Millisecond)
-		req, _ := http.NewRequestWithContext(sctx, "GET", r.o.URL+"/event", nil)
+		req, _ := http.NewRequestWithContext(sctx, "GET", r.node()+"/event", nil)
 		if last >= 0 {
 			req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
 		}
@@ -250,7 +250,7 @@ func (r *runner) reconnectingStream(ctx context.Context, t *sseTally) {
 // sampleServer reads the server's metrics and database size.
 func (r *runner) sampleServer(ctx context.Context) Sample {
 	var s Sample
-	req, _ := http.NewRequestWithContext(ctx, "GET", r.o.URL+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", r.nodes[0]+"/metrics", nil)
 	if resp, err := r.http.Do(req); err == nil {
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {

@@ -374,28 +374,30 @@ var dialect = &sqlstore.Dialect{
 	},
 	AppendEvents: func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
 		// Taking the head's row lock here, last in the transaction, makes
-		// seq dense and commit-ordered while holding the lock only for
-		// the insert and the commit.
-		var head int64
-		if err := q.QueryRowContext(ctx, `UPDATE event_head SET seq = seq + $1 RETURNING seq`, len(evs)).Scan(&head); err != nil {
-			return err
-		}
-		first := head - int64(len(evs)) + 1
-		var sb strings.Builder
-		args := make([]any, 0, 5*len(evs))
-		sb.WriteString(`INSERT INTO events (seq, session_id, type, time_ms, data) VALUES `)
+		// seq dense and commit-ordered. Every event-writing transaction of
+		// the cluster queues on that lock, so one statement both takes it
+		// and inserts the events: it is held for a single round trip and
+		// the commit.
+		n := len(evs)
+		sids, types, data := make([]string, n), make([]string, n), make([]string, n)
+		times := make([]int64, n)
 		for i := range evs {
 			ev := &evs[i]
-			ev.Seq = first + int64(i)
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			n := 5 * i
-			fmt.Fprintf(&sb, "($%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5)
-			args = append(args, ev.Seq, ev.SessionID, ev.Type, ev.Time, string(ev.Properties))
+			sids[i], types[i], times[i], data[i] = ev.SessionID, ev.Type, ev.Time, string(ev.Properties)
 		}
-		_, err := q.ExecContext(ctx, sb.String(), args...)
-		return err
+		var head int64
+		err := q.QueryRowContext(ctx, `WITH h AS (UPDATE event_head SET seq = seq + $1 RETURNING seq),
+			ins AS (INSERT INTO events (seq, session_id, type, time_ms, data)
+				SELECT h.seq - $1 + v.ord, v.sid, v.type, v.t, v.data
+				FROM h, unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY AS v(sid, type, t, data, ord))
+			SELECT seq FROM h`, n, sids, types, times, data).Scan(&head)
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			evs[i].Seq = head - int64(n) + int64(i) + 1
+		}
+		return nil
 	},
 	LockSession: func(ctx context.Context, q sqlstore.Querier, id string) error {
 		var one int

@@ -158,7 +158,7 @@ func (s *Store) notifyLoop(ctx context.Context) {
 		case <-s.tail.notify:
 		}
 		// A failed hint costs the other nodes a poll interval, no more.
-		_, _ = s.db.ExecContext(ctx, `SELECT pg_notify($1, '')`, s.channel)
+		_, _ = s.db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, s.channel, s.wakePayload())
 	}
 }
 
@@ -212,9 +212,17 @@ func (s *Store) listen(ctx context.Context) error {
 			}
 			continue
 		}
+		if n.Payload == s.wakePayload() {
+			// This node's own hint: its commits kicked its tail already.
+			continue
+		}
 		select {
 		case s.tail.kick <- struct{}{}:
 		default:
 		}
 	}
 }
+
+// wakePayload is the hint this node sends after its commits; it names the
+// node so that the node can ignore its own.
+func (s *Store) wakePayload() string { return "wake " + s.node }
