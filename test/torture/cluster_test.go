@@ -77,7 +77,7 @@ func startClusterOn(t *testing.T, nodes int, url string) *cluster {
 	t.Cleanup(hs.Close)
 	cfgPath := filepath.Join(cl.dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
-		"permission":{"bash":"allow"}}`), 0o644)
+		"permission":{"bash":{"*":"allow","echo asked*":"ask"}}}`), 0o644)
 	cl.logPath = filepath.Join(cl.dir, "agentd.log")
 	logFile, _ := os.Create(cl.logPath)
 	t.Cleanup(func() {
@@ -470,4 +470,116 @@ func TestClusterSurvivesPostgresRestart(t *testing.T) {
 	if total != len(acc) {
 		t.Errorf("%d runs for %d acknowledged prompts", total, len(acc))
 	}
+}
+
+// owner returns the index of the one node that holds a run lease.
+func (cl *cluster) owner(t *testing.T) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for i, srv := range cl.srvs {
+			if leases(t, srv.url) == 1 {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no node holds a run lease")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClusterControlFromAnyNode: a client that talks to other nodes than
+// the one executing its run is obeyed as if it talked to the owner: a
+// reject busy policy refuses, an abort ends the run (its tool killed)
+// before the answer, a permission asked on one node is answered on
+// another, and a wait on a third node returns when the run ends.
+func TestClusterControlFromAnyNode(t *testing.T) {
+	cl := startCluster(t, 3)
+	ctx := t.Context()
+	s, err := cl.clients[0].CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(cl.dir, "sleeper.pid")
+	err = cl.clients[0].SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo $$ > ../sleeper.pid; exec sleep 600"}` + "\nreply:never"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	deadline := time.Now().Add(20 * time.Second)
+	for pid == 0 {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if time.Now().After(deadline) {
+			t.Fatal("the tool did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	owner := cl.owner(t)
+	other, third := cl.clients[(owner+1)%3], cl.clients[(owner+2)%3]
+	err = other.SendAsync(ctx, s.ID, client.Prompt{Text: "reply:refused", Busy: "reject"})
+	if err == nil || !strings.Contains(err.Error(), "409") {
+		t.Errorf("reject policy through another node: %v, want 409", err)
+	}
+	if st, err := third.Status(ctx, s.ID); err != nil || st.Type != core.StatusBusy {
+		t.Errorf("status on a third node = %+v, %v; want busy", st, err)
+	}
+	start := time.Now()
+	if ok, err := other.Abort(ctx, s.ID); err != nil || !ok {
+		t.Fatalf("abort through another node: %v %v", ok, err)
+	}
+	took := time.Since(start)
+	// The answer came after the run's end.
+	st, err := third.Status(ctx, s.ID)
+	if err != nil || st.Type != core.StatusIdle || st.Last == nil || st.Last.Outcome != core.RunInterrupted || st.Last.Reason != core.ReasonAborted {
+		t.Fatalf("status after the abort = %+v, %v; want idle, interrupted/aborted", st, err)
+	}
+	t.Logf("abort through another node answered after %s", took.Round(time.Millisecond))
+	for syscall.Kill(pid, 0) == nil {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the aborted run's tool (pid %d) still runs", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// A permission asked by the run, answered on another node.
+	err = cl.clients[owner].SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo asked $((6*7))"}` + "\nreply:granted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req core.PermissionRequest
+	for req.ID == "" {
+		reqs, err := other.Permissions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reqs {
+			if r.SessionID == s.ID {
+				req = r
+			}
+		}
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatal("no permission request visible on another node")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	owner = cl.owner(t)
+	other, third = cl.clients[(owner+1)%3], cl.clients[(owner+2)%3]
+	if err := other.ReplyPermission(ctx, req.ID, "once", ""); err != nil {
+		t.Fatal(err)
+	}
+	st, err = third.Wait(ctx, s.ID, "", 20*time.Second)
+	if err != nil || st.Type != core.StatusIdle || st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("wait on a third node = %+v, %v; want idle after success", st, err)
+	}
+	msgs, err := third.Messages(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The output, not the command: the call ran.
+	if text := mustJSON(msgs); !strings.Contains(text, "asked 42") || !strings.Contains(text, "granted") {
+		t.Errorf("the permitted tool call's output or the answer is missing from the transcript")
+	}
+	cl.noSpuriousFencing(t)
 }
