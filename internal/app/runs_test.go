@@ -334,7 +334,11 @@ func TestBusyPolicies(t *testing.T) {
 		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "tool:block:{}"}); err != nil {
 			t.Fatal(err)
 		}
-		n.waitFor(sid, func(st core.SessionStatus) bool { return st.Type == core.StatusBusy })
+		// Interrupt once the tool runs: a prompt admitted while the first
+		// run is still creating its assistant message comes before that
+		// message in the transcript, and the scripted model would then
+		// quote the superseded call's result.
+		n.waitToolRunning(sid)
 		m, err := n.c.Send(ctx, sid, client.Prompt{Text: "reply:took over", Busy: "interrupt"})
 		if err != nil || textOf(m) != "took over" {
 			t.Fatalf("interrupting answer = %q, %v", textOf(m), err)

@@ -280,6 +280,16 @@ func (w *writer) part(p core.Part) {
 	}
 }
 
+// todos replaces a session's todo list and says so with opencode's event.
+func (w *writer) todos(sessionID string, todos []core.Todo) {
+	if w.err != nil {
+		return
+	}
+	if w.err = w.tx.PutTodos(w.ctx, sessionID, todos); w.err == nil {
+		w.event(sessionID, core.EventTodoUpdated, map[string]any{"sessionID": sessionID, "todos": todos})
+	}
+}
+
 func (w *writer) message(m core.Message) {
 	if w.err != nil {
 		return

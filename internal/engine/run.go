@@ -717,7 +717,8 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		t, ok := e.tools.Get(p.Tool)
 		ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
 		call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID,
-			Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{e.cfg.OutputDir}}
+			Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{e.cfg.OutputDir},
+			Todos: func(ctx context.Context) ([]core.Todo, error) { return e.st.Todos(ctx, sess.ID) }}
 		var refused *tool.Result
 		if ok {
 			refused, err = r.authorize(ctx, sess, p, t, &call)
@@ -749,7 +750,15 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 			res = r.bound(p, res)
 		}
 		p.State = toolEnd(p.State, res, e.now())
-		if err := r.putPart(ctx, *p); err != nil {
+		err := r.e.st.Tx(ctx, func(tx store.Tx) error {
+			w := writer{ctx: ctx, tx: tx}
+			w.part(*p)
+			if res.Todos != nil && !res.IsError {
+				w.todos(p.SessionID, *res.Todos)
+			}
+			return w.err
+		})
+		if err != nil {
 			return outcome{}, true
 		}
 	}

@@ -316,6 +316,17 @@ func (s *Server) perSession(w http.ResponseWriter, r *http.Request) *apiError {
 	})
 }
 
+// todos answers the session's todo list as stored (404 for an unknown
+// session).
+func (s *Server) todos(w http.ResponseWriter, r *http.Request) *apiError {
+	todos, err := s.st.Todos(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return s.storeErr(err, "session "+r.PathValue("id"))
+	}
+	writeList(w, todos)
+	return nil
+}
+
 func (s *Server) listChildren(w http.ResponseWriter, r *http.Request) *apiError {
 	return sessionList(s, w, r, "sessions", func(ctx context.Context, id string, limit int) ([]core.Session, error) {
 		all, err := s.st.Sessions(ctx, store.SessionQuery{})

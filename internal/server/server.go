@@ -115,7 +115,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"POST", "/permission/{requestID}/reply", "Answer a permission request: once, always or reject.", false, s.replyPermission},
 		{"POST", "/session/{id}/permissions/{permissionID}", "Answer a permission request (opencode v1 route).", false, s.replyPermissionV1},
 		{"GET", "/session/{id}/children", "List a session's child sessions.", false, s.listChildren},
-		{"GET", "/session/{id}/todo", "A session's todo list (always empty: agentd has no todo tool yet).", false, s.perSession},
+		{"GET", "/session/{id}/todo", "A session's todo list, as the model last wrote it with todowrite.", false, s.todos},
 		{"GET", "/session/{id}/diff", "Files a session changed (always empty: agentd keeps no file snapshots).", false, s.perSession},
 		{"GET", "/config", "The configuration in opencode's shape, without secrets.", false, s.getConfig},
 		{"GET", "/config/providers", "Configured providers with their models, and the default model of each.", false, s.configProviders},

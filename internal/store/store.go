@@ -90,6 +90,9 @@ type Reader interface {
 	RunPermissions(ctx context.Context, runID string) ([]core.PermissionRequest, error)
 	// Events lists durable events with seq > q.After, in seq order.
 	Events(ctx context.Context, q EventQuery) ([]core.Event, error)
+	// Todos returns a session's todo list (empty when the model kept none),
+	// or ErrNotFound.
+	Todos(ctx context.Context, sessionID string) ([]core.Todo, error)
 	// EventBounds returns the first retained seq and the last assigned seq.
 	// When the log holds nothing, first is last+1.
 	EventBounds(ctx context.Context) (first, last int64, err error)
@@ -118,6 +121,9 @@ type Tx interface {
 	// UpdateRun replaces a run's mutable fields; ErrRunEnded once the
 	// stored run is terminal.
 	UpdateRun(ctx context.Context, r core.Run) error
+	// PutTodos replaces a session's todo list; ErrNotFound when the session
+	// does not exist.
+	PutTodos(ctx context.Context, sessionID string, todos []core.Todo) error
 	// PutPermission inserts or replaces a permission request.
 	PutPermission(ctx context.Context, p core.PermissionRequest) error
 	// AppendEvent adds a durable event to the log. Its seq is assigned at

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"sort"
 	"sync"
+
+	"github.com/agentd/agentd/internal/core"
 )
 
 // Call is one invocation of a tool.
@@ -30,6 +32,8 @@ type Call struct {
 	// ReadDirs are directories outside the workspace that read-only tools
 	// may read without asking (where agentd keeps cut tool output).
 	ReadDirs []string
+	// Todos reads the session's todo list as stored.
+	Todos func(ctx context.Context) ([]core.Todo, error)
 }
 
 // Need is one permission a call needs before it may run.
@@ -57,6 +61,10 @@ type Result struct {
 	Title    string
 	Metadata map[string]any
 	IsError  bool
+	// Todos, when set, replaces the session's todo list in the transaction
+	// that records the call's result: the list changes if and only if the
+	// call is recorded as completed, crash or not.
+	Todos *[]core.Todo
 }
 
 // Errorf builds a Result the model sees as a failed tool call.

@@ -11,12 +11,13 @@ import (
 )
 
 // eventTypesEmitted are the event types the scenario must make agentd
-// emit. opencode's message.removed, message.part.removed and todo.updated
-// are not on the list: agentd has nothing that emits them yet.
+// emit. opencode's message.removed and message.part.removed are not on the
+// list: agentd's transcript is append-only and nothing emits them.
 var eventTypesEmitted = []string{
 	"server.connected", "server.heartbeat", "session.created", "session.updated", "session.deleted",
 	"session.status", "session.idle", "session.error", "message.updated", "message.part.updated",
 	"message.part.delta", "permission.asked", "permission.replied", "run.updated", "session.compacted",
+	"todo.updated",
 }
 
 // TestSchema drives every opencode route agentd serves, and every kind of
@@ -51,7 +52,8 @@ func TestSchema(t *testing.T) {
 	if code := prompt("reasoning:let me think\nreply:hello there", nil); code != 200 {
 		t.Fatalf("prompt: %d", code)
 	}
-	if code := prompt(`tool:read:{"filePath":"hello.txt"}`+"\n"+`tool:glob:{"pattern":"*.txt"}`, nil); code != 200 {
+	if code := prompt(`tool:read:{"filePath":"hello.txt"}`+"\n"+`tool:glob:{"pattern":"*.txt"}`+"\n"+
+		`tool:todowrite:{"todos":[{"id":"1","content":"judge the schema","status":"in_progress","priority":"high"}]}`, nil); code != 200 {
 		t.Fatalf("tool prompt: %d", code)
 	}
 	if code := prompt("usage:10,5,3,2\nreply:through the provider", map[string]any{

@@ -377,6 +377,23 @@ func (r Reader) PendingPermissions(ctx context.Context, sessionID string) ([]cor
 	return decodeRows[core.PermissionRequest](rows, "permissions")
 }
 
+// Todos implements store.Reader.
+func (r Reader) Todos(ctx context.Context, sessionID string) ([]core.Todo, error) {
+	var data string
+	err := r.queryRow(ctx, `SELECT todos FROM sessions WHERE id = ?`, sessionID).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("session %s: %w", sessionID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read todos: %w", err)
+	}
+	todos := []core.Todo{}
+	if err := json.Unmarshal([]byte(data), &todos); err != nil {
+		return nil, fmt.Errorf("decode todos: %w", err)
+	}
+	return todos, nil
+}
+
 // RunPermissions implements store.Reader.
 func (r Reader) RunPermissions(ctx context.Context, runID string) ([]core.PermissionRequest, error) {
 	rows, err := r.query(ctx, `SELECT data FROM permissions WHERE run_id = ? ORDER BY id`, runID)
@@ -669,6 +686,21 @@ func (t *Tx) UpdateRun(ctx context.Context, r core.Run) error {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
 	return fmt.Errorf("update run %s (%s): %w", r.ID, state, store.ErrRunEnded)
+}
+
+// PutTodos implements store.Tx.
+func (t *Tx) PutTodos(ctx context.Context, sessionID string, todos []core.Todo) error {
+	if todos == nil {
+		todos = []core.Todo{}
+	}
+	data, err := json.Marshal(todos)
+	if err != nil {
+		return fmt.Errorf("encode todos: %w", err)
+	}
+	if err := t.update(ctx, "todos", `UPDATE sessions SET todos = ? WHERE id = ?`, string(data), sessionID); err != nil {
+		return fmt.Errorf("session %s: %w", sessionID, err)
+	}
+	return nil
 }
 
 // PutPermission implements store.Tx.

@@ -47,6 +47,7 @@ func Exercise(t *testing.T, open Opener) {
 		"EndedRunNeverChanges":  testEndedRun,
 		"GrantedRulesKept":      testGranted,
 		"EventsBoundedByBytes":  testEventsByBytes,
+		"Todos":                 testTodos,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -778,5 +779,43 @@ func testEventsByBytes(t *testing.T, s store.Store, _ func() store.Store) {
 	evs, _ = s.Events(ctx(t), store.EventQuery{Limit: 100, MaxBytes: 1})
 	if len(evs) != 1 {
 		t.Errorf("a bound below one event: %d events, want 1", len(evs))
+	}
+}
+
+// testTodos: a session's todo list starts empty, is replaced whole, is
+// gone with a failed transaction, and an unknown session is ErrNotFound.
+func testTodos(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	got, err := s.Todos(ctx(t), sess.ID)
+	if err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("todos of a new session = %#v, %v; want an empty list", got, err)
+	}
+	want := []core.Todo{{Content: "read the code", Status: core.TodoCompleted, Priority: "high"},
+		{Content: "fix the bug", Status: core.TodoInProgress, Priority: "medium"}}
+	mustTx(t, s, func(tx store.Tx) error { return tx.PutTodos(ctx(t), sess.ID, want) })
+	errBoom := errors.New("boom")
+	err = s.Tx(ctx(t), func(tx store.Tx) error {
+		if err := tx.PutTodos(ctx(t), sess.ID, nil); err != nil {
+			return err
+		}
+		return errBoom
+	})
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("failed transaction: %v", err)
+	}
+	got, err = s.Todos(ctx(t), sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("todos (-want +got):\n%s", diff)
+	}
+	if _, err := s.Todos(ctx(t), "ses_nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("todos of an unknown session: %v, want ErrNotFound", err)
+	}
+	err = s.Tx(ctx(t), func(tx store.Tx) error { return tx.PutTodos(ctx(t), "ses_nope", want) })
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("todos written to an unknown session: %v, want ErrNotFound", err)
 	}
 }
