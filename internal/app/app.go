@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,6 +68,9 @@ type Config struct {
 	Catalog *server.Catalog
 	// TLSCert and TLSKey, when set, serve HTTPS.
 	TLSCert, TLSKey string
+	// WebFetchAllow lists the networks the webfetch tool may reach although
+	// they are on this machine or private (agentd.webfetch.allow).
+	WebFetchAllow []netip.Prefix
 	// MaxConns bounds the connections served at once (default 1024).
 	MaxConns int
 	// Pprof serves Go's profiles under /debug/pprof/.
@@ -116,6 +120,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	if cfg.Tools == nil {
 		cfg.Tools = tool.NewRegistry(builtin.All()...)
+	}
+	if len(cfg.WebFetchAllow) > 0 {
+		cfg.Tools.Add(builtin.WebFetch{Allow: cfg.WebFetchAllow})
 	}
 	cfg.Engine.Logger = cfg.Logger
 	if cfg.Engine.Agents == nil {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
@@ -49,6 +50,20 @@ func (c *Config) Apply(f config.File, dir string) error {
 			return fmt.Errorf("agentd.events.maxCount %d: want a positive count", ev.MaxCount)
 		}
 		c.EventMaxCount = ev.MaxCount
+	}
+	if wf := f.Agentd.Webfetch; wf != nil {
+		c.WebFetchAllow = nil
+		for _, a := range wf.Allow {
+			p, err := netip.ParsePrefix(a)
+			if err != nil {
+				ip, ierr := netip.ParseAddr(a)
+				if ierr != nil {
+					return fmt.Errorf("agentd.webfetch.allow %q: want an address or a CIDR prefix", a)
+				}
+				p = netip.PrefixFrom(ip, ip.BitLen())
+			}
+			c.WebFetchAllow = append(c.WebFetchAllow, p.Masked())
+		}
 	}
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog

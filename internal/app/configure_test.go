@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,37 @@ func TestEventRetentionConfig(t *testing.T) {
 		}
 		if !tc.wantErr && (c.EventMaxAge != tc.age || c.EventMaxCount != tc.count) {
 			t.Errorf("%s: retention %v / %d", tc.json, c.EventMaxAge, c.EventMaxCount)
+		}
+	}
+}
+
+func TestWebfetchAllowConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		json    string
+		want    []string
+		wantErr bool
+	}{
+		{json: `{}`},
+		{json: `{"agentd":{"webfetch":{"allow":["127.0.0.1","10.1.2.3/16","::1"]}}}`, want: []string{"127.0.0.1/32", "10.1.0.0/16", "::1/128"}},
+		{json: `{"agentd":{"webfetch":{"allow":["intranet"]}}}`, wantErr: true},
+	} {
+		var f config.File
+		if err := json.Unmarshal([]byte(tc.json), &f); err != nil {
+			t.Fatal(err)
+		}
+		var c app.Config
+		err := c.Apply(f, t.TempDir())
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: err = %v", tc.json, err)
+			continue
+		}
+		var got []string
+		for _, p := range c.WebFetchAllow {
+			got = append(got, p.String())
+		}
+		if !tc.wantErr && strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: allow %v, want %v", tc.json, got, tc.want)
 		}
 	}
 }

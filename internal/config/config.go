@@ -166,10 +166,18 @@ func resolveFile(v, dir string) (string, error) {
 
 // Settings are agentd's own knobs.
 type Settings struct {
-	MaxSteps int     `json:"maxSteps"`
-	Resume   *bool   `json:"resume"`
-	Retry    *Retry  `json:"retry"`
-	Events   *Events `json:"events"`
+	MaxSteps int       `json:"maxSteps"`
+	Resume   *bool     `json:"resume"`
+	Retry    *Retry    `json:"retry"`
+	Events   *Events   `json:"events"`
+	Webfetch *Webfetch `json:"webfetch"`
+}
+
+// Webfetch opens networks to the webfetch tool that it refuses by default
+// (this machine, private networks, link-local): Allow holds addresses or
+// CIDR prefixes such as "127.0.0.1" or "10.1.0.0/16".
+type Webfetch struct {
+	Allow []string `json:"allow"`
 }
 
 // Events bounds the durable event log: events older than MaxAge (a Go
@@ -327,6 +335,9 @@ func merge(a, b File) File {
 	}
 	if b.Agentd.Retry != nil {
 		a.Agentd.Retry = b.Agentd.Retry
+	}
+	if b.Agentd.Webfetch != nil {
+		a.Agentd.Webfetch = b.Agentd.Webfetch
 	}
 	if b.Agentd.Events != nil {
 		a.Agentd.Events = b.Agentd.Events

@@ -25,7 +25,7 @@ func describe(name string) string {
 
 // All returns the built-in tools.
 func All() []tool.Tool {
-	return []tool.Tool{Bash{}, Read{}, Write{}, Edit{}, Glob{}, Grep{}, List{}, TodoWrite{}, TodoRead{}}
+	return []tool.Tool{Bash{}, Read{}, Write{}, Edit{}, Glob{}, Grep{}, List{}, TodoWrite{}, TodoRead{}, WebFetch{}}
 }
 
 // decode reads a tool's input; a malformed input is a result the model
