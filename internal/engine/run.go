@@ -429,6 +429,15 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 		if ctx.Err() != nil {
 			return outcome{}, true
 		}
+		var werr *writeError
+		if errors.As(err, &werr) {
+			// Not the provider's failure: agentd's own, or the storage's
+			// (which pauses the run instead).
+			if o, ok := r.cancelled(ctx, werr); ok {
+				return o, true
+			}
+			return outcome{}, true
+		}
 		var apiErr *llm.APIError
 		if !errors.As(err, &apiErr) {
 			apiErr = &llm.APIError{Message: err.Error(), Retryable: false}
@@ -538,10 +547,12 @@ func (r *runner) callOnce(ctx context.Context, p llm.Provider, req llm.Request) 
 	return p.Stream(ctx, req, func(ev llm.Event) error {
 		switch ev.Kind {
 		case llm.EventText, llm.EventReasoning:
-			return r.delta(ctx, ev.Kind, ev.Text)
+			if err := r.delta(ctx, ev.Kind, ev.Text); err != nil {
+				return &writeError{err}
+			}
 		case llm.EventToolCall:
 			if err := r.closeText(ctx); err != nil {
-				return err
+				return &writeError{err}
 			}
 			input := ev.Input
 			if len(input) == 0 || !json.Valid(input) {
@@ -562,6 +573,13 @@ func (r *runner) callOnce(ctx context.Context, p llm.Provider, req llm.Request) 
 		return nil
 	})
 }
+
+// writeError is a write of the streamed output that failed: the step
+// stopped because of agentd, not because of the provider.
+type writeError struct{ err error }
+
+func (w *writeError) Error() string { return "write streamed output: " + w.err.Error() }
+func (w *writeError) Unwrap() error { return w.err }
 
 // delta appends streamed text, publishes it live and persists it at most
 // every FlushInterval.

@@ -288,7 +288,7 @@ func (s *Store) commitBatch(batch []*txReq) {
 			r.fail = fmt.Errorf("savepoint: %w", err)
 			continue
 		}
-		t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
+		t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: shielded{sqlTx}, D: dialect}}
 		err := runFn(r.fn, t)
 		if err == nil {
 			err = t.Seal(ctx)
@@ -337,6 +337,35 @@ func (s *Store) commitBatch(batch []*txReq) {
 		}
 	}
 	finish(nil)
+}
+
+// shielded runs a caller's statements on the shared transaction with a
+// context that cannot be cancelled. The SQLite driver answers a statement
+// cancelled while it runs with sqlite3_interrupt, and SQLite then rolls
+// back the whole transaction: every other caller's work in the batch. The
+// caller's context is checked before each statement instead, so that a
+// cancelled caller stops at its next statement and only its own savepoint
+// is rolled back.
+type shielded struct{ q sqlstore.Querier }
+
+func (s shielded) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.q.ExecContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (s shielded) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.q.QueryContext(context.WithoutCancel(ctx), query, args...)
+}
+
+// QueryRowContext cannot report a cancelled context before it runs (a
+// sql.Row is made by the driver); the caller's next statement does.
+func (s shielded) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return s.q.QueryRowContext(context.WithoutCancel(ctx), query, args...)
 }
 
 // runFn runs one caller's function, turning a panic into an error so that

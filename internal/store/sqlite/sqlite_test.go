@@ -1,13 +1,17 @@
 package sqlite_test
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/sqlite"
+	"github.com/agentd/agentd/internal/store/sqlstore"
 	"github.com/agentd/agentd/internal/store/storetest"
 )
 
@@ -44,5 +48,61 @@ func TestIntegrityAndClose(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
+	}
+}
+
+// TestCancelledCallerSparesTheBatch: a caller whose context is cancelled
+// while its statement runs inside a shared (group-commit) transaction
+// fails alone; the other callers of the batch commit. (SQLite rolls back
+// a whole transaction when a statement is interrupted.)
+func TestCancelledCallerSparesTheBatch(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Hold the committer so that the next two callers share a batch.
+	hold, held := make(chan struct{}), make(chan struct{})
+	go s.Tx(context.Background(), func(store.Tx) error { close(held); <-hold; return nil })
+	<-held
+	cctx, cancel := context.WithCancel(t.Context())
+	slow := make(chan error, 1)
+	go func() {
+		slow <- s.Tx(cctx, func(tx store.Tx) error {
+			time.AfterFunc(10*time.Millisecond, cancel)
+			// A write that runs long enough to be cancelled midway (an
+			// interrupted write is what makes SQLite roll back everything).
+			q := tx.(*sqlstore.Tx).Q
+			if _, err := q.ExecContext(cctx, `CREATE TEMP TABLE IF NOT EXISTS big (x INTEGER)`); err != nil {
+				return err
+			}
+			if _, err := q.ExecContext(cctx, `INSERT INTO big WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 300000)
+				SELECT x FROM c`); err != nil {
+				return err
+			}
+			return tx.InsertSession(cctx, storetest.NewSession("/slow", time.Now().UnixMilli()))
+		})
+	}()
+	sess := storetest.NewSession("/other", time.Now().UnixMilli())
+	other := make(chan error, 1)
+	time.Sleep(20 * time.Millisecond) // both queued behind the held batch
+	go func() {
+		other <- s.Tx(t.Context(), func(tx store.Tx) error { return tx.InsertSession(t.Context(), sess) })
+	}()
+	time.Sleep(20 * time.Millisecond)
+	close(hold)
+	if err := <-slow; !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled caller: %v, want context.Canceled", err)
+	}
+	if err := <-other; err != nil {
+		t.Fatalf("the other caller of the batch failed: %v", err)
+	}
+	if _, err := s.Session(t.Context(), sess.ID); err != nil {
+		t.Errorf("the other caller's session was not committed: %v", err)
+	}
+	all, _ := s.Sessions(t.Context(), store.SessionQuery{})
+	if len(all) != 1 {
+		t.Errorf("%d sessions, want only the other caller's", len(all))
 	}
 }
