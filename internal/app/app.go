@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
@@ -68,6 +69,12 @@ type Config struct {
 	Catalog *server.Catalog
 	// TLSCert and TLSKey, when set, serve HTTPS.
 	TLSCert, TLSKey string
+	// Commands are the configuration's custom commands; CommandDirs the
+	// directories of command files (default: agentd's global one, then the
+	// workspace's .opencode/command and .agentd/command). The
+	// configuration's commands win over files of the same name.
+	Commands    command.Set
+	CommandDirs []string
 	// WebFetchAllow lists the networks the webfetch tool may reach although
 	// they are on this machine or private (agentd.webfetch.allow).
 	WebFetchAllow []netip.Prefix
@@ -129,6 +136,11 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.Engine.Agents = agent.NewSet(agent.Builtins())
 	}
 
+	commands, err := loadCommands(cfg)
+	if err != nil {
+		return nil, err
+	}
+
 	db, lock, node, err := openStore(ctx, &cfg)
 	if err != nil {
 		return nil, err
@@ -169,6 +181,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
+		Commands: commands,
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -337,4 +350,26 @@ func (a *App) Stop(ctx context.Context) error {
 		a.lock.Release()
 	})
 	return a.stopErr
+}
+
+// loadCommands reads the command files, then lays the configuration's
+// commands over them.
+func loadCommands(cfg Config) (command.Set, error) {
+	dirs := cfg.CommandDirs
+	if dirs == nil {
+		if d, err := os.UserConfigDir(); err == nil {
+			dirs = append(dirs, filepath.Join(d, "agentd", "command"))
+		}
+		dirs = append(dirs, filepath.Join(cfg.Directory, ".opencode", "command"), filepath.Join(cfg.Directory, ".agentd", "command"))
+	}
+	set := command.Set{}
+	for _, d := range dirs {
+		if err := set.LoadDir(d); err != nil {
+			return nil, err
+		}
+	}
+	for name, c := range cfg.Commands {
+		set[name] = c
+	}
+	return set, nil
 }

@@ -3,9 +3,11 @@ package app
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/permission"
 )
@@ -65,7 +67,30 @@ func (c *Config) Apply(f config.File, dir string) error {
 			c.WebFetchAllow = append(c.WebFetchAllow, p.Masked())
 		}
 	}
+	if c.Commands, err = Commands(f); err != nil {
+		return err
+	}
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog
 	return nil
+}
+
+// Commands returns the configuration's custom commands (its "command"
+// key), checked: each needs a template, and a model must read
+// provider/model.
+func Commands(f config.File) (command.Set, error) {
+	set := command.Set{}
+	for name, cc := range f.Command {
+		if strings.TrimSpace(cc.Template) == "" {
+			return nil, fmt.Errorf("command.%s.template: a command needs a template", name)
+		}
+		if cc.Model != "" {
+			if _, err := config.ParseModel(cc.Model); err != nil {
+				return nil, fmt.Errorf("command.%s.model: %w", name, err)
+			}
+		}
+		set[name] = command.Command{Name: name, Description: cc.Description, Agent: cc.Agent,
+			Model: cc.Model, Template: cc.Template, Subtask: cc.Subtask}
+	}
+	return set, nil
 }

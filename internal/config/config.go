@@ -39,8 +39,20 @@ type File struct {
 	// Agent configures agents by name (opencode's key), built-in ones
 	// included.
 	Agent map[string]AgentConfig `json:"agent"`
+	// Command defines custom commands by name (opencode's key); they
+	// override command files of the same name.
+	Command map[string]CommandConfig `json:"command"`
 	// Agentd holds agentd's own settings.
 	Agentd Settings `json:"agentd"`
+}
+
+// CommandConfig is one custom command, opencode's keys.
+type CommandConfig struct {
+	Template    string `json:"template"`
+	Description string `json:"description"`
+	Agent       string `json:"agent"`
+	Model       string `json:"model"`
+	Subtask     bool   `json:"subtask"`
 }
 
 // AgentConfig is one agent of the configuration, opencode's keys.
@@ -335,6 +347,12 @@ func merge(a, b File) File {
 	}
 	if b.Agentd.Retry != nil {
 		a.Agentd.Retry = b.Agentd.Retry
+	}
+	if len(b.Command) > 0 && a.Command == nil {
+		a.Command = map[string]CommandConfig{}
+	}
+	for k, v := range b.Command {
+		a.Command[k] = v
 	}
 	if b.Agentd.Webfetch != nil {
 		a.Agentd.Webfetch = b.Agentd.Webfetch

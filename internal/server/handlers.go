@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/command"
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
@@ -469,6 +471,11 @@ func (s *Server) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
+	return s.answerRun(w, r, adm)
+}
+
+// answerRun answers a blocking prompt once its run has ended (see prompt).
+func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, adm engine.Admission) *apiError {
 	id := r.PathValue("id")
 	if adm.RunID == "" {
 		m, err := s.st.Message(r.Context(), id, adm.MessageID)
@@ -523,6 +530,56 @@ func (s *Server) lastAssistant(ctx context.Context, sessionID, runID string) (co
 		}
 	}
 	return core.MessageWithParts{}, fmt.Errorf("run %s has no assistant message: %w", runID, store.ErrNotFound)
+}
+
+func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) *apiError {
+	writeList(w, s.cfg.Commands.List())
+	return nil
+}
+
+// runCommand runs a custom command: its template, filled with the
+// arguments, as a prompt to the command's agent and model (the request's
+// win), answered like a blocking prompt. A subtask command runs in the
+// session itself: agentd has no subagents yet.
+func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		MessageID string `json:"messageID"`
+		Agent     string `json:"agent"`
+		Model     string `json:"model"`
+		Arguments string `json:"arguments"`
+		Command   string `json:"command"`
+		Variant   string `json:"variant"`
+		// Parts are files sent along with the command.
+		Parts []engine.InputPart `json:"parts"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	c, ok := s.cfg.Commands[in.Command]
+	if !ok {
+		return notFound("command %q not found", in.Command)
+	}
+	pi := engine.PromptInput{MessageID: in.MessageID, Agent: c.Agent, Variant: in.Variant,
+		Parts: append([]engine.InputPart{{Type: core.PartText, Text: command.Expand(c.Template, in.Arguments)}}, in.Parts...)}
+	if in.Agent != "" {
+		pi.Agent = in.Agent
+	}
+	model := c.Model
+	if in.Model != "" {
+		model = in.Model
+	}
+	if model != "" {
+		ref, err := config.ParseModel(model)
+		if err != nil {
+			return badRequest("model %q: %v", model, err)
+		}
+		pi.Model = &ref
+	}
+	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), pi)
+	if err != nil {
+		return s.storeErr(err, "session "+r.PathValue("id"))
+	}
+	return s.answerRun(w, r, adm)
 }
 
 func (s *Server) promptAsync(w http.ResponseWriter, r *http.Request) *apiError {

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/store"
@@ -43,6 +44,9 @@ type Config struct {
 	Pprof bool
 	// Node describes this node to GET /node.
 	Node NodeInfo
+	// Commands are the custom commands of GET /command and
+	// POST /session/{id}/command.
+	Commands command.Set
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind
@@ -104,6 +108,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"POST", "/session/{id}/wait", "Wait until the session is idle (or ?run= ended).", true, s.wait},
 		{"GET", "/session/{id}/message", "List a session's messages with their parts.", false, s.listMessages},
 		{"POST", "/session/{id}/message", "Send a prompt and wait for the run to end.", false, s.prompt},
+		{"POST", "/session/{id}/command", "Run a custom command (its template with the arguments) and wait for the run to end.", false, s.runCommand},
 		{"GET", "/session/{id}/message/{messageID}", "Get one message with its parts.", false, s.getMessage},
 		{"POST", "/session/{id}/prompt_async", "Send a prompt; 204 once it is durably admitted.", false, s.promptAsync},
 		{"POST", "/session/{id}/abort", "Abort the session's active run.", false, s.abort},
@@ -125,7 +130,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/project/current", "The project of the request's directory.", false, s.currentProject},
 		{"GET", "/project/{projectID}/directories", "Extra directories of a project (none).", false, fixed([]struct{}{})},
 		{"GET", "/vcs", "The git branch of the request's directory.", false, s.getVCS},
-		{"GET", "/command", "Custom commands (none yet).", false, fixed([]struct{}{})},
+		{"GET", "/command", "Custom commands: the configuration's and the command files'.", false, s.listCommands},
 		{"GET", "/lsp", "Language servers (agentd runs none).", false, fixed([]struct{}{})},
 		{"GET", "/formatter", "Formatters (agentd runs none).", false, fixed([]struct{}{})},
 		{"GET", "/mcp", "MCP servers (none yet).", false, fixed(struct{}{})},

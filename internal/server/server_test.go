@@ -271,7 +271,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message",
 		"GET /session/{id}/message/{messageID}", "GET /session/{id}/run", "GET /session/{id}/run/{runID}",
 		"GET /session/{id}/status", "GET /session/{id}/todo", "GET /vcs", "PATCH /session/{id}",
-		"POST /permission/{requestID}/reply", "POST /session", "POST /session/{id}/abort", "POST /session/{id}/message",
+		"POST /permission/{requestID}/reply", "POST /session", "POST /session/{id}/abort", "POST /session/{id}/command", "POST /session/{id}/message",
 		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/summarize",
 		"POST /session/{id}/wait",
 	}

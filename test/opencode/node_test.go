@@ -72,6 +72,9 @@ func startNode(t *testing.T, extra string) *node {
 	cfg.Engine.Retry = engine.RetryPolicy{MaxAttempts: 3, MaxElapsed: time.Minute, Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond}
 	catalog := app.Catalog(f, def, rules, agent.Builtins())
 	cfg.Catalog = &catalog
+	if cfg.Commands, err = app.Commands(f); err != nil {
+		t.Fatal(err)
+	}
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

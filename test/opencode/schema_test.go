@@ -25,7 +25,7 @@ var eventTypesEmitted = []string{
 // permissions), through a recorder, then judges each answer and each
 // event by opencode's own OpenAPI document.
 func TestSchema(t *testing.T) {
-	n := startNode(t, `, "permission": {"bash": "ask"}`)
+	n := startNode(t, `, "permission": {"bash": "ask"}, "command": {"greet": {"template": "reply:hello $ARGUMENTS", "description": "Greets"}}`)
 	n.follow(t, "/event")
 	n.follow(t, "/global/event")
 	n.follow(t, "/event?after=0")
@@ -127,6 +127,10 @@ func TestSchema(t *testing.T) {
 	for _, m := range msgs {
 		n.call(t, "GET", sp+"/message/"+m.Info.ID, nil, nil)
 	}
+	if code := n.call(t, "POST", sp+"/command", map[string]any{"command": "greet", "arguments": "schema"}, nil); code != 200 {
+		t.Errorf("POST %s/command: %d", sp, code)
+	}
+	n.call(t, "POST", sp+"/command", map[string]any{"command": "nope", "arguments": ""}, nil)
 	n.call(t, "PATCH", sp, map[string]any{"title": "renamed"}, nil)
 	for _, p := range []string{
 		"/global/health", "/session", "/session?roots=true&limit=5", "/session?search=sch&start=1", sp, sp + "/children",
