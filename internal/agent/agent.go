@@ -94,7 +94,10 @@ func Builtins() []Agent {
 				{Permission: "bash", Pattern: "*", Action: core.ActionAsk},
 			}},
 		{Name: "general", Mode: ModeSubagent, Native: true, Prompt: text("general"),
-			Description: "A general-purpose agent for research and multi-step tasks, started by the task tool."},
+			Description: "A general-purpose agent for research and multi-step tasks, started by the task tool.",
+			// No subagents of its own (no unbounded nesting), and no todo
+			// list: its task is one item of its parent's.
+			Tools: map[string]bool{"task": false, "todowrite": false, "todoread": false}},
 	}
 }
 

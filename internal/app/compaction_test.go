@@ -44,7 +44,10 @@ func countEvents(n *node, typ string) int {
 // stays within the model's context.
 func TestCompactionPrunesToolOutputs(t *testing.T) {
 	t.Parallel()
-	n, fake := modelNode(t, providerKinds[0], smallModel, "")
+	// Only the tools the test calls are offered: their descriptions count
+	// against the small window, and the test measures tool outputs.
+	n, fake := modelNode(t, providerKinds[0], smallModel,
+		`, "agent": {"build": {"tools": {"*": false, "read": true}}}`)
 	write(t, filepath.Join(n.cfg.Directory, "f.txt"), strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz\n", 80))
 	sid := n.session()
 	for range 4 {

@@ -241,7 +241,7 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 	if tools == nil {
 		tools = tool.NewRegistry()
 	}
-	return &Engine{
+	e := &Engine{
 		cfg: cfg, st: st, hub: hub, models: models, tools: tools,
 		log:      cfg.Logger.With("component", "engine"),
 		handles:  make(map[string]*handle),
@@ -249,6 +249,12 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 		waiters:  make(map[string]*waiter),
 		leases:   make(map[string]*leaseState),
 	}
+	// The engine's own tools join a registry of its own: the caller's may
+	// outlive this engine (a restart in the same process).
+	if _, ok := tools.Get(TaskToolName); !ok {
+		e.tools = tool.NewRegistry(append(tools.All(), &taskTool{e: e})...)
+	}
+	return e
 }
 
 // Start recovers runs left non-terminal by a previous process, then begins

@@ -305,7 +305,8 @@ func (e *Engine) repairStalled(run core.Run, lease *store.Lease) error {
 // was cut off: a tool call that may have run gets an error result (its
 // outcome is unknown, so it is not run again), streamed text is closed, an
 // unfinished message ends with an abort error. Calls waiting for a
-// permission keep waiting; waiting reports whether there are any.
+// permission keep waiting (waiting reports whether there are any), and so
+// do task calls waiting for their child session's run.
 func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, toolErr, msgErr string) (waiting bool, err error) {
 	now := e.now()
 	w := writer{ctx: ctx, tx: tx}
@@ -324,6 +325,7 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 			waits[q.PartID] = true
 		}
 	}
+	kept := len(waits) > 0
 	for _, info := range infos {
 		if info.Role != core.RoleAssistant {
 			continue
@@ -333,8 +335,13 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 			return false, err
 		}
 		for _, p := range m.Parts {
+			_, waitsForChild := childOf(p)
 			switch {
 			case p.Type == core.PartTool && waits[p.ID] && p.State.Status == core.ToolPending:
+			case waitsForChild && p.State.Status == core.ToolRunning:
+				// A task call waiting for its child: the child is a run of
+				// its own, recovered on its own; the call waits for it again.
+				kept = true
 			case p.Type == core.PartTool && (p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning):
 				start := p.State.Time.Start
 				if start == 0 {
@@ -348,7 +355,7 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 				w.part(p)
 			}
 		}
-		if m.Info.Completed == 0 && len(waits) == 0 {
+		if m.Info.Completed == 0 && !kept {
 			info := m.Info
 			info.Completed = now
 			info.Finish = "error"

@@ -39,6 +39,8 @@ type PromptInput struct {
 	// Compact asks for a compaction of the session instead of an answer
 	// (opencode's summarize); Parts are then empty.
 	Compact bool
+	// subagent admits a prompt for a subagent: the task tool's.
+	subagent bool
 }
 
 // Admission says what became of a prompt.
@@ -99,7 +101,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	switch {
 	case !ok:
 		return Admission{}, &InputError{fmt.Sprintf("agent: no agent %q (GET /agent lists them)", in.Agent)}
-	case !ag.Primary():
+	case !ag.Primary() && !in.subagent:
 		return Admission{}, &InputError{fmt.Sprintf("agent: %q is a subagent; it answers the task tool, not prompts", in.Agent)}
 	}
 	sess, err := e.st.Session(ctx, sessionID)

@@ -400,7 +400,8 @@ func (r *runner) unfinishedStep(ctx context.Context) (*step, error) {
 			if m.Parts[j].Type == core.PartTool {
 				p := m.Parts[j]
 				s.calls = append(s.calls, &p)
-				open = open || p.State.Status == core.ToolPending
+				_, waitsForChild := childOf(p)
+				open = open || p.State.Status == core.ToolPending || (waitsForChild && p.State.Status == core.ToolRunning)
 			}
 		}
 		if !open {
@@ -722,14 +723,37 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 
 // runTools executes the step's tool calls in order. Each call is recorded
 // as running before it executes, so a crash can never replay it silently.
+// Task calls (subagents) run at the same time as the calls after them, at
+// most maxParallelTasks at once; a task call cut off while it waited for
+// its child is taken up again (it waits for the same child).
 func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 	e := r.e
 	sess, err := e.st.Session(ctx, r.run.SessionID)
 	if err != nil {
 		return outcome{}, true
 	}
+	type ended struct {
+		o    outcome
+		done bool
+	}
+	var (
+		tasks []chan ended
+		slots = make(chan struct{}, maxParallelTasks)
+		wait  = func() (outcome, bool) {
+			var first ended
+			for _, ch := range tasks {
+				if x := <-ch; x.done && !first.done {
+					first = x
+				}
+			}
+			tasks = nil
+			return first.o, first.done
+		}
+	)
 	for _, p := range r.step.calls {
-		if p.State.Status != core.ToolPending {
+		_, resumed := childOf(*p)
+		resumed = resumed && p.State.Status == core.ToolRunning
+		if p.State.Status != core.ToolPending && !resumed {
 			continue // done before a restart
 		}
 		t, ok := e.tools.Get(p.Tool)
@@ -738,47 +762,83 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 			Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{e.cfg.OutputDir},
 			Todos: func(ctx context.Context) ([]core.Todo, error) { return e.st.Todos(ctx, sess.ID) }}
 		var refused *tool.Result
-		if ok {
+		if ok && !resumed {
 			refused, err = r.authorize(ctx, sess, p, t, &call)
 			if err != nil {
+				wait()
 				return outcome{}, true
 			}
 		}
-		p.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()}}
-		if err := r.putPart(ctx, *p); err != nil {
+		if !resumed {
+			p.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()}}
+			if err := r.putPart(ctx, *p); err != nil {
+				wait()
+				return outcome{}, true
+			}
+		}
+		if ok && refused == nil && p.Tool == TaskToolName {
+			ch := make(chan ended, 1)
+			tasks = append(tasks, ch)
+			go func() {
+				select {
+				case slots <- struct{}{}:
+					defer func() { <-slots }()
+				case <-ctx.Done():
+					ch <- ended{done: true}
+					return
+				}
+				o, done := r.execTool(ctx, t, call, p, nil)
+				ch <- ended{o, done}
+			}()
+			continue
+		}
+		if !ok {
+			res := tool.Errorf(fmt.Sprintf("unknown tool %q: the tools offered are listed in the request", p.Tool))
+			refused = &res
+		}
+		if o, done := r.execTool(ctx, t, call, p, refused); done {
+			wait()
+			return o, true
+		}
+	}
+	return wait()
+}
+
+// maxParallelTasks bounds the subagents one step runs at once.
+const maxParallelTasks = 4
+
+// execTool runs one call (or records the refusal given instead) and writes
+// its end, with the todo list it carries in the same transaction.
+func (r *runner) execTool(ctx context.Context, t tool.Tool, call tool.Call, p *core.Part, refused *tool.Result) (outcome, bool) {
+	e := r.e
+	var res tool.Result
+	if refused != nil {
+		res = *refused
+	} else {
+		var err error
+		res, err = r.runTool(ctx, t, call)
+		if ctx.Err() != nil {
 			return outcome{}, true
 		}
-		var res tool.Result
-		switch {
-		case !ok:
-			res = tool.Errorf(fmt.Sprintf("unknown tool %q: the tools offered are listed in the request", p.Tool))
-		case refused != nil:
-			res = *refused
-		default:
-			res, err = r.runTool(ctx, t, call)
-			if ctx.Err() != nil {
-				return outcome{}, true
-			}
-			if err != nil {
-				res = tool.Errorf("internal error: " + err.Error())
-				p.State = toolEnd(p.State, res, e.now())
-				_ = r.putPart(ctx, *p)
-				return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, fmt.Sprintf("tool %s: %v", p.Tool, err))}, true
-			}
-			res = r.bound(p, res)
-		}
-		p.State = toolEnd(p.State, res, e.now())
-		err := r.e.st.Tx(ctx, func(tx store.Tx) error {
-			w := writer{ctx: ctx, tx: tx}
-			w.part(*p)
-			if res.Todos != nil && !res.IsError {
-				w.todos(p.SessionID, *res.Todos)
-			}
-			return w.err
-		})
 		if err != nil {
-			return outcome{}, true
+			res = tool.Errorf("internal error: " + err.Error())
+			p.State = toolEnd(p.State, res, e.now())
+			_ = r.putPart(ctx, *p)
+			return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, fmt.Sprintf("tool %s: %v", p.Tool, err))}, true
 		}
+		res = r.bound(p, res)
+	}
+	p.State = toolEnd(p.State, res, e.now())
+	err := e.st.Tx(ctx, func(tx store.Tx) error {
+		w := writer{ctx: ctx, tx: tx}
+		w.part(*p)
+		if res.Todos != nil && !res.IsError {
+			w.todos(p.SessionID, *res.Todos)
+		}
+		return w.err
+	})
+	if err != nil {
+		return outcome{}, true
 	}
 	return outcome{}, false
 }

@@ -56,6 +56,9 @@ func TestSchema(t *testing.T) {
 		`tool:todowrite:{"todos":[{"id":"1","content":"judge the schema","status":"in_progress","priority":"high"}]}`, nil); code != 200 {
 		t.Fatalf("tool prompt: %d", code)
 	}
+	if code := prompt(`tool:task:{"description":"ask a subagent","prompt":"reply:from the child","subagent_type":"general"}`+"\nreply:parent", nil); code != 200 {
+		t.Fatalf("task prompt: %d", code)
+	}
 	if code := prompt("usage:10,5,3,2\nreply:through the provider", map[string]any{
 		"model": map[string]string{"providerID": "fake", "modelID": "fake-model"}}); code != 200 {
 		t.Fatalf("provider prompt: %d", code)

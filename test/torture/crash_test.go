@@ -299,3 +299,74 @@ func processAlive(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
+
+// TestKillWhileSubagentRuns: kill -9 while a task call's child session
+// runs a tool. After the restart the parent waits for the same child (no
+// second child), the child's cut-off tool call is "outcome unknown" and
+// never run again, the child answers, and the parent gets that answer.
+func TestKillWhileSubagentRuns(t *testing.T) {
+	srv, c, dbPath := crashNode(t, 20*time.Millisecond, `{"limit":{"context":100000,"output":4000}}`)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := `tool:bash:{"command":"echo ran >> ../child-tool.txt; sleep 30"}` + "\nreply:child answer"
+	b, _ := json.Marshal(child)
+	err = c.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:task:{"description":"dig","prompt":` + string(b) +
+		`,"subagent_type":"general"}` + "\nreply:parent answer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := filepath.Join(filepath.Dir(srv.dir), "child-tool.txt")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, _ := os.ReadFile(counter); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child's tool never ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.kill()
+	srv.start()
+	st, err := c.Wait(ctx, s.ID, "", time.Minute)
+	if err != nil || st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("parent after the restart: %+v %v", st, err)
+	}
+	all, err := c.Sessions(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []string
+	for _, x := range all {
+		if x.ParentID == s.ID {
+			kids = append(kids, x.ID)
+		}
+	}
+	if len(kids) != 1 {
+		t.Fatalf("%d child sessions after the restart, want the same one", len(kids))
+	}
+	if b, _ := os.ReadFile(counter); strings.Count(string(b), "ran") != 1 {
+		t.Errorf("the child's tool ran %d times", strings.Count(string(b), "ran"))
+	}
+	kidMsgs, _ := c.Messages(ctx, kids[0])
+	if !strings.Contains(mustJSON(kidMsgs), "outcome unknown") {
+		t.Error("the child's cut-off tool call was not closed as outcome unknown")
+	}
+	msgs, _ := c.Messages(ctx, s.ID)
+	var out string
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == core.PartTool && p.Tool == "task" {
+				out = p.State.Output
+			}
+		}
+	}
+	if !strings.Contains(out, "child answer") || !strings.Contains(out, kids[0]) {
+		t.Errorf("the parent's task result %q lacks the child's answer", out)
+	}
+	srv.stop()
+	checkStore(t, dbPath)
+}

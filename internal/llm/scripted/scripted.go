@@ -9,6 +9,8 @@
 //	tool:NAME:{json}      call tool NAME with the JSON input, then answer with its result;
 //	                      several tool lines run one per step, in order
 //	loop:NAME:{json}      call tool NAME on every step, never answering
+//	par:NAME:{json}       like tool:, but all par: lines are called together, in the
+//	                      first step (parallel tool calls)
 //
 // The fake provider server (fakellm) understands these too, and more that
 // only make sense over HTTP:
@@ -53,8 +55,10 @@ type Directives struct {
 	FailCode  int
 	FailTimes int // 0: always
 	Tools     []ToolCall
-	Loop      *ToolCall
-	Echo      string
+	// Parallel are called together, in the first step.
+	Parallel []ToolCall
+	Loop     *ToolCall
+	Echo     string
 
 	// Title answers a title request.
 	Title string
@@ -163,7 +167,7 @@ func Parse(text string) (Directives, error) {
 			d.Disconnect, found = k, true
 		case "malformed":
 			d.Malformed, found = true, true
-		case "tool", "loop":
+		case "tool", "loop", "par":
 			name, input, ok := strings.Cut(val, ":")
 			if !ok || name == "" {
 				return d, fmt.Errorf("%s: want NAME:{json}, got %q", key, val)
@@ -175,9 +179,12 @@ func Parse(text string) (Directives, error) {
 				return d, fmt.Errorf("%s:%s: input is not valid JSON", key, name)
 			}
 			tc := ToolCall{Name: name, Input: json.RawMessage(input)}
-			if key == "loop" {
+			switch key {
+			case "loop":
 				d.Loop = &tc
-			} else {
+			case "par":
+				d.Parallel = append(d.Parallel, tc)
+			default:
 				d.Tools = append(d.Tools, tc)
 			}
 			found = true
@@ -264,8 +271,16 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 	if d.Loop != nil {
 		return m.call(emit, *d.Loop, len(results), usage)
 	}
-	if len(results) < len(d.Tools) {
-		return m.call(emit, d.Tools[len(results)], len(results), usage)
+	if len(results) == 0 && len(d.Parallel) > 0 {
+		for i, tc := range d.Parallel {
+			if err := emit(llm.Event{Kind: llm.EventToolCall, CallID: fmt.Sprintf("call_p%d", i+1), Name: tc.Name, Input: tc.Input}); err != nil {
+				return err
+			}
+		}
+		return emit(llm.Event{Kind: llm.EventFinish, Finish: "tool-calls", Usage: usage})
+	}
+	if i := len(results) - len(d.Parallel); i >= 0 && i < len(d.Tools) {
+		return m.call(emit, d.Tools[i], len(results), usage)
 	}
 	if d.Sleep > 0 {
 		if err := m.sleep(ctx, d.Sleep, emit); err != nil {
