@@ -28,6 +28,7 @@ import (
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/scripted"
 	"github.com/agentd/agentd/internal/lockfile"
+	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/postgres"
@@ -75,6 +76,8 @@ type Config struct {
 	// configuration's commands win over files of the same name.
 	Commands    command.Set
 	CommandDirs []string
+	// MCP are the MCP servers to connect, by name.
+	MCP map[string]mcp.Server
 	// WebFetchAllow lists the networks the webfetch tool may reach although
 	// they are on this machine or private (agentd.webfetch.allow).
 	WebFetchAllow []netip.Prefix
@@ -94,6 +97,7 @@ type App struct {
 
 	ln      net.Listener
 	lock    *lockfile.Lock
+	mcp     *mcp.Manager
 	http    *http.Server
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -128,9 +132,14 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.Tools == nil {
 		cfg.Tools = tool.NewRegistry(builtin.All()...)
 	}
+	// This node's tools: the configured ones, a webfetch that reaches what
+	// the operator opened, and the MCP servers' (connected below).
+	tools := tool.NewRegistry(cfg.Tools.All()...)
 	if len(cfg.WebFetchAllow) > 0 {
-		cfg.Tools.Add(builtin.WebFetch{Allow: cfg.WebFetchAllow})
+		tools.Add(builtin.WebFetch{Allow: cfg.WebFetchAllow})
 	}
+	mcps := mcp.New(mcp.Options{Servers: cfg.MCP, Version: cfg.Version, Logger: cfg.Logger})
+	tools.AddSource(mcps)
 	cfg.Engine.Logger = cfg.Logger
 	if cfg.Engine.Agents == nil {
 		cfg.Engine.Agents = agent.NewSet(agent.Builtins())
@@ -156,7 +165,10 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.Logger.Warn("killed tool processes left by a previous process", "count", n)
 	}
 	// From here on, failures release what was taken in reverse order.
-	release := func() { st.Close(); lock.Release() }
+	// The MCP servers connect before recovery, so that resumed runs are
+	// offered their tools.
+	mcps.Start(ctx)
+	release := func() { mcps.Stop(); st.Close(); lock.Release() }
 	_, last, err := st.EventBounds(ctx)
 	if err != nil {
 		release()
@@ -164,7 +176,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	hub := events.NewHub(st, last, 0)
 	st.SetCommitHook(hub.Publish)
-	eng := engine.New(st, hub, cfg.Models, cfg.Tools, cfg.Engine)
+	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
 	if err := eng.Start(ctx); err != nil {
 		release()
 		return nil, err
@@ -181,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
-		Commands: commands,
+		Commands: commands, MCP: mcps,
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -193,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = 1024
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, ln: ln, lock: lock}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, ln: ln, lock: lock, mcp: mcps}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -339,6 +351,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.http.SetKeepAlivesEnabled(false)
 		a.cancel()
 		a.Engine.Stop()
+		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		err := a.http.Shutdown(sctx)

@@ -70,6 +70,12 @@ func (c *Config) Apply(f config.File, dir string) error {
 	if c.Commands, err = Commands(f); err != nil {
 		return err
 	}
+	for name, srv := range f.MCP {
+		if err := srv.Check(); err != nil {
+			return fmt.Errorf("mcp.%s: %w", name, err)
+		}
+	}
+	c.MCP = f.MCP
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog
 	return nil

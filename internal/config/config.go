@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/permission"
 
 	"github.com/agentd/agentd/internal/core"
@@ -39,6 +40,8 @@ type File struct {
 	// Agent configures agents by name (opencode's key), built-in ones
 	// included.
 	Agent map[string]AgentConfig `json:"agent"`
+	// MCP configures MCP servers by name (opencode's key).
+	MCP map[string]mcp.Server `json:"mcp"`
 	// Command defines custom commands by name (opencode's key); they
 	// override command files of the same name.
 	Command map[string]CommandConfig `json:"command"`
@@ -347,6 +350,12 @@ func merge(a, b File) File {
 	}
 	if b.Agentd.Retry != nil {
 		a.Agentd.Retry = b.Agentd.Retry
+	}
+	if len(b.MCP) > 0 && a.MCP == nil {
+		a.MCP = map[string]mcp.Server{}
+	}
+	for k, v := range b.MCP {
+		a.MCP[k] = v
 	}
 	if len(b.Command) > 0 && a.Command == nil {
 		a.Command = map[string]CommandConfig{}

@@ -190,7 +190,9 @@ type Engine struct {
 	hub    *events.Hub
 	models Models
 	tools  *tool.Registry
-	log    *slog.Logger
+	// task is the engine's own task tool.
+	task *taskTool
+	log  *slog.Logger
 
 	mu       sync.Mutex
 	started  bool
@@ -249,11 +251,7 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 		waiters:  make(map[string]*waiter),
 		leases:   make(map[string]*leaseState),
 	}
-	// The engine's own tools join a registry of its own: the caller's may
-	// outlive this engine (a restart in the same process).
-	if _, ok := tools.Get(TaskToolName); !ok {
-		e.tools = tool.NewRegistry(append(tools.All(), &taskTool{e: e})...)
-	}
+	e.task = &taskTool{e: e}
 	return e
 }
 

@@ -756,7 +756,7 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		if p.State.Status != core.ToolPending && !resumed {
 			continue // done before a restart
 		}
-		t, ok := e.tools.Get(p.Tool)
+		t, ok := e.tool(p.Tool)
 		ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
 		call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID,
 			Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{e.cfg.OutputDir},

@@ -65,7 +65,7 @@ func (r *runner) setup(ctx context.Context) error {
 		Extra: extra,
 	})
 	r.tools = r.tools[:0]
-	for _, t := range e.tools.All() {
+	for _, t := range e.allTools() {
 		if a.ToolEnabled(t.Name()) {
 			r.tools = append(r.tools, llm.ToolSpec{Name: t.Name(), Description: t.Description(), Schema: t.Schema()})
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -27,6 +29,29 @@ import (
 const TaskToolName = "task"
 
 type taskTool struct{ e *Engine }
+
+// tool returns the named tool: the engine's own task tool (it belongs to
+// this engine; the registry may outlive it, as in a restart in the same
+// process), else the registry's.
+func (e *Engine) tool(name string) (tool.Tool, bool) {
+	if name == TaskToolName {
+		if t, ok := e.tools.Get(name); ok {
+			return t, true
+		}
+		return e.task, true
+	}
+	return e.tools.Get(name)
+}
+
+// allTools lists every tool offered to agents, sorted by name.
+func (e *Engine) allTools() []tool.Tool {
+	all := e.tools.All()
+	if _, ok := e.tools.Get(TaskToolName); ok {
+		return all
+	}
+	i := sort.Search(len(all), func(i int) bool { return all[i].Name() >= TaskToolName })
+	return slices.Insert(all, i, tool.Tool(e.task))
+}
 
 type taskInput struct {
 	Description  string `json:"description"`

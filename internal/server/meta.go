@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/vcs"
 )
@@ -314,6 +315,15 @@ func (s *Server) perSession(w http.ResponseWriter, r *http.Request) *apiError {
 	return sessionList(s, w, r, "items", func(ctx context.Context, id string, limit int) ([]struct{}, error) {
 		return []struct{}{}, nil
 	})
+}
+
+func (s *Server) mcpStatus(w http.ResponseWriter, r *http.Request) *apiError {
+	out := map[string]mcp.Status{}
+	if s.cfg.MCP != nil {
+		out = s.cfg.MCP.Statuses()
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // todos answers the session's todo list as stored (404 for an unknown

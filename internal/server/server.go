@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
+	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -44,6 +45,8 @@ type Config struct {
 	Pprof bool
 	// Node describes this node to GET /node.
 	Node NodeInfo
+	// MCP reports the MCP servers' states to GET /mcp (nil: none).
+	MCP interface{ Statuses() map[string]mcp.Status }
 	// Commands are the custom commands of GET /command and
 	// POST /session/{id}/command.
 	Commands command.Set
@@ -133,7 +136,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/command", "Custom commands: the configuration's and the command files'.", false, s.listCommands},
 		{"GET", "/lsp", "Language servers (agentd runs none).", false, fixed([]struct{}{})},
 		{"GET", "/formatter", "Formatters (agentd runs none).", false, fixed([]struct{}{})},
-		{"GET", "/mcp", "MCP servers (none yet).", false, fixed(struct{}{})},
+		{"GET", "/mcp", "The configured MCP servers and whether each is connected.", false, s.mcpStatus},
 		{"GET", "/provider/auth", "Provider login methods (none: keys come from the configuration).", false, fixed(struct{}{})},
 		{"GET", "/experimental/capabilities", "Optional capabilities of the server.", false, fixed(map[string]bool{"backgroundSubagents": false})},
 		{"GET", "/experimental/console", "opencode console state (not used by agentd).", false, fixed(map[string]any{"consoleManagedProviders": []string{}, "switchableOrgCount": 0})},

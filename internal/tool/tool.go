@@ -81,8 +81,9 @@ type Tool interface {
 
 // Registry holds the tools by name.
 type Registry struct {
-	mu    sync.RWMutex
-	tools map[string]Tool
+	mu      sync.RWMutex
+	tools   map[string]Tool
+	sources []Source
 }
 
 // NewRegistry returns a registry holding the given tools.
@@ -101,21 +102,57 @@ func (r *Registry) Add(t Tool) {
 	r.mu.Unlock()
 }
 
+// Source supplies tools that come and go, such as an MCP server's: the
+// registry asks it each time.
+type Source interface {
+	Tools() []Tool
+}
+
+// AddSource adds tools that a source supplies. A registered tool wins over
+// a source's of the same name.
+func (r *Registry) AddSource(s Source) {
+	r.mu.Lock()
+	r.sources = append(r.sources, s)
+	r.mu.Unlock()
+}
+
 // Get returns the named tool.
 func (r *Registry) Get(name string) (Tool, bool) {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	t, ok := r.tools[name]
-	return t, ok
+	sources := r.sources
+	r.mu.RUnlock()
+	if ok {
+		return t, true
+	}
+	for _, s := range sources {
+		for _, t := range s.Tools() {
+			if t.Name() == name {
+				return t, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // All returns the tools sorted by name.
 func (r *Registry) All() []Tool {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
 	out := make([]Tool, 0, len(r.tools))
-	for _, t := range r.tools {
+	taken := make(map[string]bool, len(r.tools))
+	for name, t := range r.tools {
 		out = append(out, t)
+		taken[name] = true
+	}
+	sources := r.sources
+	r.mu.RUnlock()
+	for _, s := range sources {
+		for _, t := range s.Tools() {
+			if !taken[t.Name()] {
+				taken[t.Name()] = true
+				out = append(out, t)
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out

@@ -75,6 +75,7 @@ func startNode(t *testing.T, extra string) *node {
 	if cfg.Commands, err = app.Commands(f); err != nil {
 		t.Fatal(err)
 	}
+	cfg.MCP = f.MCP
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

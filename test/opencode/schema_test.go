@@ -25,7 +25,8 @@ var eventTypesEmitted = []string{
 // permissions), through a recorder, then judges each answer and each
 // event by opencode's own OpenAPI document.
 func TestSchema(t *testing.T) {
-	n := startNode(t, `, "permission": {"bash": "ask"}, "command": {"greet": {"template": "reply:hello $ARGUMENTS", "description": "Greets"}}`)
+	n := startNode(t, `, "permission": {"bash": "ask"}, "command": {"greet": {"template": "reply:hello $ARGUMENTS", "description": "Greets"}},
+		"mcp": {"missing": {"type": "local", "command": ["/nonexistent/mcp-server"], "timeout": 2000}, "off": {"type": "remote", "url": "http://127.0.0.1:1/", "enabled": false}}`)
 	n.follow(t, "/event")
 	n.follow(t, "/global/event")
 	n.follow(t, "/event?after=0")

@@ -55,6 +55,12 @@ func agentdBinary(t *testing.T) string {
 // given limits block.
 func crashNode(t *testing.T, unit time.Duration, model string) (*server, *client.Client, string) {
 	t.Helper()
+	return crashNodeWith(t, unit, model, "")
+}
+
+// crashNodeWith is crashNode with more top-level keys of agentd.json.
+func crashNodeWith(t *testing.T, unit time.Duration, model, extra string) (*server, *client.Client, string) {
+	t.Helper()
 	bin := agentdBinary(t)
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
@@ -64,7 +70,7 @@ func crashNode(t *testing.T, unit time.Duration, model string) (*server, *client
 	t.Cleanup(hs.Close)
 	cfgPath := filepath.Join(dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible",
-		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"fake-model":`+model+`}}},"permission":{"bash":"allow"}}`), 0o644)
+		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"fake-model":`+model+`}}},"permission":{"bash":"allow"}`+extra+`}`), 0o644)
 	port := freePort(t)
 	dbPath := filepath.Join(dir, "agentd.db")
 	logFile, _ := os.Create(filepath.Join(dir, "agentd.log"))
@@ -366,6 +372,56 @@ func TestKillWhileSubagentRuns(t *testing.T) {
 	}
 	if !strings.Contains(out, "child answer") || !strings.Contains(out, kids[0]) {
 		t.Errorf("the parent's task result %q lacks the child's answer", out)
+	}
+	srv.stop()
+	checkStore(t, dbPath)
+}
+
+// TestKillDuringMCPCall: kill -9 while an MCP tool call runs. After the
+// restart the call is "outcome unknown" and is never sent again; the run
+// goes on and ends once.
+func TestKillDuringMCPCall(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mcpserver")
+	build := exec.Command("go", "build", "-o", bin, "./internal/mcp/testserver")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the test MCP server: %v\n%s", err, out)
+	}
+	log := filepath.Join(dir, "calls.log")
+	srv, c, dbPath := crashNodeWith(t, 20*time.Millisecond, `{"limit":{"context":100000,"output":4000}}`,
+		`,"mcp":{"test":{"type":"local","command":["`+bin+`","-log","`+log+`"]}}`)
+	ctx := t.Context()
+	s, err := c.CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:test_sleep:{"seconds":30}` + "\nreply:after the call"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, _ := os.ReadFile(log); strings.Contains(string(b), "sleep started") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the MCP call never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.kill()
+	srv.start()
+	st, err := c.Wait(ctx, s.ID, "", time.Minute)
+	if err != nil || st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("after the restart: %+v %v", st, err)
+	}
+	msgs, _ := c.Messages(ctx, s.ID)
+	if !strings.Contains(mustJSON(msgs), "outcome unknown") {
+		t.Error("the cut-off MCP call was not closed as outcome unknown")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if b, _ := os.ReadFile(log); strings.Count(string(b), "sleep started") != 1 {
+		t.Errorf("the MCP call was sent %d times: %q", strings.Count(string(b), "sleep started"), b)
 	}
 	srv.stop()
 	checkStore(t, dbPath)

@@ -1,0 +1,71 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/mcp"
+)
+
+var (
+	mcpOnce sync.Once
+	mcpBin  string
+)
+
+// mcpServerBin builds the test MCP server once.
+func mcpServerBin(t *testing.T) string {
+	t.Helper()
+	mcpOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentd-mcp-app-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mcpBin = filepath.Join(dir, "testserver")
+		if out, err := exec.Command("go", "build", "-o", mcpBin, "../mcp/testserver").CombinedOutput(); err != nil {
+			t.Fatalf("build the test MCP server: %v\n%s", err, out)
+		}
+	})
+	return mcpBin
+}
+
+// TestMCPTools: an MCP server's tools reach the model through the run
+// loop, GET /mcp reports the servers, and permission rules apply to MCP
+// tools by name.
+func TestMCPTools(t *testing.T) {
+	t.Parallel()
+	bin := mcpServerBin(t)
+	n := startNode(t, func(c *app.Config) {
+		c.MCP = map[string]mcp.Server{
+			"test":   {Type: "local", Command: []string{bin}},
+			"broken": {Type: "local", Command: []string{filepath.Join(t.TempDir(), "missing")}},
+		}
+		c.Engine.Permission = append(c.Engine.Permission, core.Rule{Permission: "test_fail", Pattern: "*", Action: core.ActionDeny})
+	})
+	resp, err := http.Get(n.app.URL() + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]mcp.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if st["test"].Status != mcp.StatusConnected || st["broken"].Status != mcp.StatusFailed {
+		t.Errorf("GET /mcp = %+v", st)
+	}
+	sid := n.session()
+	n.send(sid, `tool:test_echo:{"text":"through MCP"}`+"\nreply:ok")
+	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolCompleted || p.State.Output != "echo: through MCP" {
+		t.Errorf("MCP tool call: %+v", p)
+	}
+	n.send(sid, `tool:test_fail:{}`+"\nreply:ok")
+	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolError || !strings.Contains(p.State.Error, "permission denied") {
+		t.Errorf("denied MCP tool: %+v", p)
+	}
+}
