@@ -76,8 +76,10 @@ type Config struct {
 	// configuration's commands win over files of the same name.
 	Commands    command.Set
 	CommandDirs []string
-	// MCP are the MCP servers to connect, by name.
-	MCP map[string]mcp.Server
+	// MCP are the MCP servers to connect, by name; MCPLazy connects them
+	// when a run first needs tools instead of at start.
+	MCP     map[string]mcp.Server
+	MCPLazy bool
 	// WebFetchAllow lists the networks the webfetch tool may reach although
 	// they are on this machine or private (agentd.webfetch.allow).
 	WebFetchAllow []netip.Prefix
@@ -138,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if len(cfg.WebFetchAllow) > 0 {
 		tools.Add(builtin.WebFetch{Allow: cfg.WebFetchAllow})
 	}
-	mcps := mcp.New(mcp.Options{Servers: cfg.MCP, Version: cfg.Version, Logger: cfg.Logger})
+	mcps := mcp.New(mcp.Options{Servers: cfg.MCP, Version: cfg.Version, Logger: cfg.Logger, Lazy: cfg.MCPLazy})
 	tools.AddSource(mcps)
 	cfg.Engine.Logger = cfg.Logger
 	if cfg.Engine.Agents == nil {

@@ -76,6 +76,7 @@ func (c *Config) Apply(f config.File, dir string) error {
 		}
 	}
 	c.MCP = f.MCP
+	c.MCPLazy = f.Agentd.MCP != nil && f.Agentd.MCP.Lazy
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog
 	return nil

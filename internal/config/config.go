@@ -186,6 +186,13 @@ type Settings struct {
 	Retry    *Retry    `json:"retry"`
 	Events   *Events   `json:"events"`
 	Webfetch *Webfetch `json:"webfetch"`
+	MCP      *MCP      `json:"mcp"`
+}
+
+// MCP holds agentd's own MCP settings: Lazy connects the servers when a
+// run first needs tools rather than at start.
+type MCP struct {
+	Lazy bool `json:"lazy"`
 }
 
 // Webfetch opens networks to the webfetch tool that it refuses by default
@@ -362,6 +369,9 @@ func merge(a, b File) File {
 	}
 	for k, v := range b.Command {
 		a.Command[k] = v
+	}
+	if b.Agentd.MCP != nil {
+		a.Agentd.MCP = b.Agentd.MCP
 	}
 	if b.Agentd.Webfetch != nil {
 		a.Agentd.Webfetch = b.Agentd.Webfetch

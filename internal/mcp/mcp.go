@@ -87,6 +87,9 @@ type Options struct {
 	// CallTimeout bounds one tool call (default 5 minutes); an abort ends
 	// it sooner.
 	CallTimeout time.Duration
+	// Lazy connects the servers when their tools are first asked for (the
+	// first run), instead of at Start.
+	Lazy bool
 }
 
 // Manager keeps the configured servers connected: it connects at Start,
@@ -101,8 +104,10 @@ type Manager struct {
 	mu    sync.Mutex
 	conns map[string]*conn
 
+	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	connect1 sync.Once
 	stopOnce sync.Once
 }
 
@@ -140,28 +145,60 @@ func New(o Options) *Manager {
 
 // Start connects every enabled server, waiting at most until each has
 // connected or failed once (bounded by its timeout), so that the first
-// runs see the servers' tools. It keeps them connected until Stop.
+// runs see the servers' tools. It keeps them connected until Stop. A lazy
+// manager connects when its tools are first asked for instead.
 func (m *Manager) Start(ctx context.Context) {
-	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	var first sync.WaitGroup
-	for _, c := range m.conns {
-		if !c.cfg.enabled() {
-			continue
+	m.mu.Lock()
+	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	m.mu.Unlock()
+	if m.o.Lazy {
+		m.mu.Lock()
+		for _, c := range m.conns {
+			if c.cfg.enabled() {
+				c.status = Status{Status: StatusFailed, Error: "not connected yet: connected when a run first needs tools"}
+			}
 		}
-		first.Add(1)
-		m.wg.Go(func() { m.keep(ctx, c, first.Done) })
+		m.mu.Unlock()
+		return
 	}
-	first.Wait()
+	m.connectAll()
+}
+
+// connectAll starts keeping every enabled server connected (once) and
+// waits for each one's first attempt.
+func (m *Manager) connectAll() {
+	m.connect1.Do(func() {
+		m.mu.Lock()
+		ctx := m.ctx
+		m.mu.Unlock()
+		if ctx == nil || ctx.Err() != nil {
+			return
+		}
+		var first sync.WaitGroup
+		for _, c := range m.conns {
+			if !c.cfg.enabled() {
+				continue
+			}
+			first.Add(1)
+			m.wg.Go(func() { m.keep(ctx, c, first.Done) })
+		}
+		first.Wait()
+	})
 }
 
 // Stop disconnects every server (a local server's process is ended) and
 // waits for the manager's goroutines. It is idempotent.
 func (m *Manager) Stop() {
 	m.stopOnce.Do(func() {
-		if m.cancel == nil {
+		m.mu.Lock()
+		cancel := m.cancel
+		m.mu.Unlock()
+		if cancel == nil {
 			return
 		}
-		m.cancel()
+		cancel()
+		// A lazy manager that never connected must not start now.
+		m.connect1.Do(func() {})
 		m.mu.Lock()
 		for _, c := range m.conns {
 			if c.session != nil {
@@ -301,8 +338,12 @@ func (m *Manager) Statuses() map[string]Status {
 	return out
 }
 
-// Tools implements tool.Source: the tools of the servers connected now.
+// Tools implements tool.Source: the tools of the servers connected now (a
+// lazy manager connects them first).
 func (m *Manager) Tools() []tool.Tool {
+	if m.o.Lazy {
+		m.connectAll()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []tool.Tool

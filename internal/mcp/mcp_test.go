@@ -197,3 +197,28 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestLazy: a lazy manager starts no server until its tools are asked for.
+func TestLazy(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "calls.log")
+	m := mcp.New(mcp.Options{Lazy: true, Servers: map[string]mcp.Server{"test": {Type: "local", Command: []string{serverBin, "-log", log}}}})
+	m.Start(t.Context())
+	defer m.Stop()
+	if st := m.Statuses()["test"]; st.Status != mcp.StatusFailed || !strings.Contains(st.Error, "not connected yet") {
+		t.Errorf("lazy status before use: %+v", st)
+	}
+	if got := len(m.Tools()); got != 4 {
+		t.Fatalf("%d tools on first use, want 4", got)
+	}
+	if st := m.Statuses()["test"]; st.Status != mcp.StatusConnected {
+		t.Errorf("lazy status after use: %+v", st)
+	}
+	// A lazy manager stopped before any use starts nothing.
+	idle := mcp.New(mcp.Options{Lazy: true, Servers: map[string]mcp.Server{"test": {Type: "local", Command: []string{serverBin}}}})
+	idle.Start(t.Context())
+	idle.Stop()
+	if len(idle.Tools()) != 0 {
+		t.Error("a stopped lazy manager connected")
+	}
+}

@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,7 +22,14 @@ before(async () => {
     bin = join(dir, "agentd");
     execFileSync("go", ["build", "-o", bin, "./cmd/agentd"], { cwd: root, stdio: "inherit" });
   }
-  proc = spawn(bin, ["serve", "--port", "0", "--db", join(dir, "agentd.db")], { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
+  // A custom command and an MCP server that cannot start, for the
+  // command and MCP routes.
+  const config = join(dir, "agentd.json");
+  writeFileSync(config, JSON.stringify({
+    command: { greet: { template: "reply:hello $ARGUMENTS", description: "Greets" } },
+    mcp: { missing: { type: "local", command: [join(dir, "no-such-mcp-server")], timeout: 2000 } },
+  }));
+  proc = spawn(bin, ["serve", "--port", "0", "--db", join(dir, "agentd.db"), "--config", config], { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
   baseUrl = await new Promise((resolve, reject) => {
     let buf = "";
     const timer = setTimeout(() => reject(new Error("agentd did not start: " + buf)), 20000);
@@ -165,4 +172,46 @@ test("prompt, promptAsync, abort and one idle per run on the event stream", asyn
   const msgs = (await client.session.messages({ path: { id: s.id } })).data;
   assert.equal(msgs[0].info.role, "user");
   assert.equal(msgs[0].parts[0].text, "reply:hello from agentd");
+});
+
+test("subagents: the task tool's child session is read through session.children", async () => {
+  const s = (await client.session.create({ body: {} })).data;
+  const task = JSON.stringify({ description: "ask", prompt: "reply:from the child", subagent_type: "general" });
+  const res = await client.session.prompt({ path: { id: s.id }, body: { parts: [{ type: "text", text: `tool:task:${task}\nreply:done` }] } });
+  assert.equal(res.error, undefined);
+  const kids = (await client.session.children({ path: { id: s.id } })).data;
+  assert.equal(kids.length, 1);
+  checkSession(kids[0]);
+  assert.equal(kids[0].parentID, s.id);
+  const msgs = (await client.session.messages({ path: { id: kids[0].id } })).data;
+  assert.ok(msgs.some((m) => m.parts.some((p) => p.type === "text" && p.text === "from the child")));
+});
+
+test("todos: todowrite's list is read through session.todo", async () => {
+  const s = (await client.session.create({ body: {} })).data;
+  assert.deepEqual((await client.session.todo({ path: { id: s.id } })).data, []);
+  const todos = JSON.stringify({ todos: [{ content: "check the SDK", status: "in_progress", priority: "high" }] });
+  const res = await client.session.prompt({ path: { id: s.id }, body: { parts: [{ type: "text", text: `tool:todowrite:${todos}\nreply:ok` }] } });
+  assert.equal(res.error, undefined);
+  const got = (await client.session.todo({ path: { id: s.id } })).data;
+  assert.deepEqual(got, [{ content: "check the SDK", status: "in_progress", priority: "high" }]);
+});
+
+test("commands: command.list and session.command", async () => {
+  const list = (await client.command.list()).data;
+  const greet = list.find((c) => c.name === "greet");
+  assert.ok(greet, "the configured command is listed");
+  assert.equal(greet.template, "reply:hello $ARGUMENTS");
+  assert.deepEqual(greet.hints, ["$ARGUMENTS"]);
+  const s = (await client.session.create({ body: {} })).data;
+  const res = await client.session.command({ path: { id: s.id }, body: { command: "greet", arguments: "sdk" } });
+  assert.equal(res.error, undefined);
+  assert.equal(res.data.info.role, "assistant");
+  assert.ok(res.data.parts.some((p) => p.type === "text" && p.text === "hello sdk"));
+});
+
+test("MCP: mcp.status reports each configured server", async () => {
+  const st = (await client.mcp.status()).data;
+  assert.equal(st.missing.status, "failed");
+  assert.equal(typeof st.missing.error, "string");
 });
