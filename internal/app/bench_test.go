@@ -148,3 +148,25 @@ func BenchmarkConcurrentToolTurns(b *testing.B) {
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
 }
+
+// BenchmarkTaskTurn is a turn whose one step hands a task to a subagent
+// (a child session and run) and then answers: the cost of a subagent
+// beside BenchmarkTurn's plain turn.
+func BenchmarkTaskTurn(b *testing.B) {
+	a, err := app.Start(context.Background(), app.Config{DBPath: filepath.Join(b.TempDir(), "a.db"), Host: "127.0.0.1",
+		Version: "bench", Directory: b.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	c := client.New(a.URL())
+	s, _ := c.CreateSession(context.Background(), "", "")
+	prompt := `tool:task:{"description":"d","prompt":"reply:child","subagent_type":"general"}` + "\nreply:done"
+	c.Send(context.Background(), s.ID, client.Prompt{Text: prompt})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Send(context.Background(), s.ID, client.Prompt{Text: prompt}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

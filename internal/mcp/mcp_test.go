@@ -222,3 +222,55 @@ func TestLazy(t *testing.T) {
 		t.Error("a stopped lazy manager connected")
 	}
 }
+
+// BenchmarkCall is one MCP tool call (echo) over stdio and over streamable
+// HTTP, through the SDK, to the test server.
+func BenchmarkCall(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(serverBin, "-http", addr)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for i := 0; i < 200; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name string
+		srv  mcp.Server
+	}{
+		{"stdio", mcp.Server{Type: "local", Command: []string{serverBin}}},
+		{"http", mcp.Server{Type: "remote", URL: "http://" + addr + "/"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			m := mcp.New(mcp.Options{Servers: map[string]mcp.Server{"s": tc.srv}})
+			m.Start(context.Background())
+			defer m.Stop()
+			var echo tool.Tool
+			for _, t := range m.Tools() {
+				if t.Name() == "s_echo" {
+					echo = t
+				}
+			}
+			if echo == nil {
+				b.Fatalf("not connected: %+v", m.Statuses())
+			}
+			in := tool.Call{Input: json.RawMessage(`{"text":"x"}`)}
+			b.ReportAllocs()
+			for b.Loop() {
+				if res, err := echo.Run(context.Background(), in); err != nil || res.IsError {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,14 @@ func (w *Watched) Tx(ctx context.Context, fn func(Tx) error) error {
 		}
 		if w.down.CompareAndSwap(false, true) {
 			w.log.Error("storage refuses writes; runs pause and retry until it accepts them", "err", err)
+		}
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		// The write could not commit within its deadline (a storage this
+		// slow is, for the moment, not accepting writes): the run it
+		// belongs to pauses and goes on, as after a refused write, instead
+		// of failing for a cause that is not its own.
+		if f, ok := ctx.Value(failuresKey{}).(*WriteFailures); ok {
+			f.note(fmt.Errorf("%w: no commit within the write's deadline: %w", ErrStorage, err))
 		}
 	case err == nil:
 		if w.down.Load() && w.down.CompareAndSwap(true, false) {
