@@ -1,7 +1,7 @@
 // Command agentd is a headless server for AI coding-agent sessions, and a
 // client for it.
 //
-//	agentd serve [--hostname H] [--port P] [--db FILE] [--log-level L]
+//	agentd serve [--hostname H] [--port P] [--db FILE] [--log-level L] [--log-format text|json]
 //	agentd run "prompt" [--url URL] [--session ID]
 //	agentd sessions | status [ID] | wait ID | events | abort ID | version
 package main

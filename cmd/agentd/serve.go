@@ -14,6 +14,7 @@ import (
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/tracing"
 )
 
 // defaultDBPath is agentd.db under the user's data directory.
@@ -42,6 +43,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	leaseTTL := fs.Duration("lease-ttl", 15*time.Second, "shared database: how long a run stays this node's without renewal")
 	leaseRenew := fs.Duration("lease-renew", 5*time.Second, "shared database: how often this node renews its leases")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logFormat := fs.String("log-format", "text", "log format: text or json (one JSON object per line)")
 	resume := fs.Bool("resume", true, "resume runs cut off by a crash or restart (false: end them interrupted)")
 	maxSteps := fs.Int("max-steps", 0, "steps after which a run ends failed/max_steps (default 50)")
 	configPath := fs.String("config", "", "configuration file (agentd.json, opencode keys)")
@@ -57,7 +59,15 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	var log *slog.Logger
+	switch *logFormat {
+	case "text":
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	default:
+		return fmt.Errorf("--log-format: %q is neither text nor json", *logFormat)
+	}
 	sec, err := securityFromEnv(*host)
 	if err != nil {
 		return err
@@ -110,6 +120,22 @@ func cmdServe(ctx context.Context, args []string) error {
 				return fmt.Errorf("agentd.retry.maxElapsed: %w", err)
 			}
 		}
+	}
+	tp, err := tracing.FromEnv(ctx, version)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		cfg.Tracer = tp.Tracer()
+		defer func() {
+			// Spans still buffered are sent before the process exits.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Warn("flush traces", "err", err)
+			}
+		}()
+		log.Info("tracing on: spans are exported over OTLP/HTTP as the OTEL_* variables say")
 	}
 	start := time.Now()
 	a, err := app.Start(ctx, cfg)

@@ -29,12 +29,14 @@ import (
 	"github.com/agentd/agentd/internal/llm/scripted"
 	"github.com/agentd/agentd/internal/lockfile"
 	"github.com/agentd/agentd/internal/mcp"
+	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/postgres"
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/tool/builtin"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is everything needed to run one agentd node.
@@ -87,6 +89,9 @@ type Config struct {
 	MaxConns int
 	// Pprof serves Go's profiles under /debug/pprof/.
 	Pprof bool
+	// Tracer records spans of requests, runs, steps, model and tool calls
+	// (nil: tracing is off).
+	Tracer trace.Tracer
 }
 
 // App is a running agentd node.
@@ -96,6 +101,8 @@ type App struct {
 	Hub    *events.Hub
 	Engine *engine.Engine
 	API    *server.Server
+	// Metrics are the node's metrics, served at /metrics.
+	Metrics *metrics.Metrics
 
 	ln      net.Listener
 	lock    *lockfile.Lock
@@ -159,6 +166,12 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// Every writer (engine and API) goes through one watcher, so that a
 	// full disk is logged once when it starts and once when it ends.
 	st := store.Watch(db, cfg.Logger.With("component", "store"))
+	met := metrics.New()
+	st.ObserveTx(met.StoreTx)
+	if b, ok := db.(interface{ SetBatchObserver(func(int)) }); ok {
+		b.SetBatchObserver(met.CommitBatch)
+	}
+	cfg.Engine.Metrics, cfg.Engine.Tracer = met, cfg.Tracer
 	// Tool processes a previous process on this database (and, for a
 	// shared database, this address) left behind (it was killed) are ended
 	// before its runs are recovered.
@@ -178,6 +191,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	hub := events.NewHub(st, last, 0)
 	st.SetCommitHook(hub.Publish)
+	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
 	if err := eng.Start(ctx); err != nil {
 		release()
@@ -195,7 +209,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
-		Commands: commands, MCP: mcps,
+		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer,
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -207,7 +221,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = 1024
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, ln: ln, lock: lock, mcp: mcps}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -388,3 +402,38 @@ func loadCommands(cfg Config) (command.Set, error) {
 	}
 	return set, nil
 }
+
+// stateReader is what the metrics' scrape-time gauges read: the store and
+// the hub.
+type stateReader struct {
+	st  store.Reader
+	hub *events.Hub
+}
+
+func (s stateReader) ActiveRuns(ctx context.Context) (map[[2]string]int, error) {
+	runs, err := s.st.ActiveRuns(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	n := make(map[[2]string]int)
+	for _, r := range runs {
+		phase := r.Phase
+		if phase == "" {
+			phase = "none"
+		}
+		n[[2]string{r.State, phase}]++
+	}
+	return n, nil
+}
+
+func (s stateReader) PendingPermissions(ctx context.Context) (int, error) {
+	p, err := s.st.PendingPermissions(ctx, "")
+	return len(p), err
+}
+
+func (s stateReader) EventLog(ctx context.Context) (int64, int64, error) {
+	return s.st.EventBounds(ctx)
+}
+func (s stateReader) Subscribers() int { return s.hub.Subscribers() }
+func (s stateReader) Delivered() int64 { return s.hub.Delivered() }
+func (s stateReader) Dropped() int64   { return s.hub.Dropped() }

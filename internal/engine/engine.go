@@ -22,8 +22,11 @@ import (
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Errors returned to callers that decide what to tell a client.
@@ -127,9 +130,17 @@ type Config struct {
 	LeaseRenew time.Duration
 	ClaimPoll  time.Duration
 	Logger     *slog.Logger
+	// Metrics, when set, counts what the engine does (see package metrics).
+	Metrics *metrics.Metrics
+	// Tracer, when set, records a span per run, step, model call and tool
+	// call; nil records nothing.
+	Tracer trace.Tracer
 }
 
 func (c *Config) setDefaults() {
+	if c.Tracer == nil {
+		c.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	if c.MaxSteps <= 0 {
 		c.MaxSteps = 50
 	}
@@ -201,12 +212,15 @@ type Engine struct {
 	sessions map[string]*executor   // sessions with a local executor
 	waiters  map[string]*waiter     // run id → waiters for its end
 	leases   map[string]*leaseState // run id → lease held, with a Leaser
-	baseCtx  context.Context
-	cancel   context.CancelCauseFunc
-	history  historyCache
-	wg       sync.WaitGroup // drive goroutines
-	bg       sync.WaitGroup // the lease loop
-	stopOnce sync.Once
+	// admissions holds the span of the request that admitted a run, until
+	// the run starts here (see observe.go).
+	admissions map[string]trace.SpanContext
+	baseCtx    context.Context
+	cancel     context.CancelCauseFunc
+	history    historyCache
+	wg         sync.WaitGroup // drive goroutines
+	bg         sync.WaitGroup // the lease loop
+	stopOnce   sync.Once
 }
 
 // executor is the state of a session's drive goroutine.

@@ -20,7 +20,9 @@ var errSteered = errors.New("run received a new message")
 // assistant message, the idle part, and the status and idle events. A run
 // that has already ended is left alone, so a run ends exactly once.
 func (e *Engine) finish(ctx context.Context, runID string, o outcome, s *step) error {
-	return e.st.Tx(ctx, func(tx store.Tx) error {
+	var ends ends
+	err := e.st.Tx(ctx, func(tx store.Tx) error {
+		ends = ends[:0]
 		run, err := lockedRun(ctx, tx, runID)
 		if err != nil {
 			return err
@@ -37,8 +39,12 @@ func (e *Engine) finish(ctx context.Context, runID string, o outcome, s *step) e
 				return errSteered
 			}
 		}
-		return e.finishTx(ctx, tx, run, o, s)
+		return e.finishTx(ctx, tx, run, o, s, &ends)
 	})
+	if err == nil {
+		e.ended(ends)
+	}
+	return err
 }
 
 // lockedRun locks the run's session (see store.Tx.LockSession) and reads
@@ -58,7 +64,9 @@ func lockedRun(ctx context.Context, tx store.Tx, runID string) (core.Run, error)
 // finishQueued ends a run that no executor has picked up. done is false when
 // the run is executing somewhere and must be stopped through its handle.
 func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done bool, err error) {
+	var ends ends
 	err = e.st.Tx(ctx, func(tx store.Tx) error {
+		ends = ends[:0]
 		run, err := lockedRun(ctx, tx, runID)
 		if err != nil {
 			return err
@@ -72,9 +80,10 @@ func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done b
 		}
 		done = true
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: reason,
-			err: core.AbortedError("The operation was aborted.")}, nil)
+			err: core.AbortedError("The operation was aborted.")}, nil, &ends)
 	})
 	if err == nil && done {
+		e.ended(ends)
 		e.runEnded(runID)
 	}
 	return done, err
@@ -103,10 +112,16 @@ func unansweredTx(ctx context.Context, r store.Reader, run core.Run, stepMsgID s
 	return false, nil
 }
 
-func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outcome, s *step) error {
+// finishTx writes a run's end in tx and adds it to ends, which the caller
+// counts and logs once tx has committed.
+func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outcome, s *step, ends *ends) error {
 	now := e.now()
 	w := writer{ctx: ctx, tx: tx}
 	var msg *core.Message
+	msgs, err := tx.RunMessages(ctx, run.ID)
+	if err != nil {
+		return err
+	}
 	if s != nil {
 		for _, p := range s.open() {
 			if p.Time.End == 0 {
@@ -128,10 +143,6 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 		m := s.msg
 		msg = &m
 	} else {
-		msgs, err := tx.RunMessages(ctx, run.ID)
-		if err != nil {
-			return err
-		}
 		for i := len(msgs) - 1; i >= 0; i-- {
 			if msgs[i].Role == core.RoleAssistant {
 				m := msgs[i]
@@ -168,6 +179,7 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 	if w.err != nil {
 		return w.err
 	}
+	ends.add(run, msgs, msg)
 	rest, err := tx.ActiveRuns(ctx, run.SessionID)
 	if err != nil {
 		return err
@@ -229,17 +241,29 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 	const batch = 100
 	for i := 0; i < len(cut); i += batch {
 		chunk := cut[i:min(i+batch, len(cut))]
+		var ends ends
+		var actions []string
 		err := e.st.Tx(ctx, func(tx store.Tx) error {
+			ends, actions = ends[:0], actions[:0]
 			for _, run := range chunk {
-				if err := e.repair(ctx, tx, run, true); err != nil {
+				action, err := e.repair(ctx, tx, run, true, &ends)
+				if err != nil {
 					return fmt.Errorf("repair run %s: %w", run.ID, err)
 				}
+				actions = append(actions, action)
 			}
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
+		for _, a := range actions {
+			e.cfg.Metrics.Recovered(a)
+		}
+		e.ended(ends)
+	}
+	for range len(runs) - len(cut) {
+		e.cfg.Metrics.Recovered("queued")
 	}
 	return sessions, nil
 }
@@ -247,29 +271,31 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 // repair closes what a crash left open in one run's transcript and decides
 // whether the run resumes. crashed counts the resume against the
 // crash-loop budget; a run released by a clean shutdown is not counted.
-func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed bool) error {
+// action says what became of the run: resumed, waiting_permission,
+// interrupted (resuming is off) or failed (crash loop).
+func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed bool, ends *ends) (action string, err error) {
 	toolErr, msgErr := "interrupted by server restart; outcome unknown", "cut off by a server restart"
 	if e.cfg.Leaser != nil {
 		toolErr, msgErr = "interrupted: the node running it stopped; outcome unknown", "cut off: the node running it stopped"
 	}
 	waiting, err := e.closeCutOff(ctx, tx, run, toolErr, msgErr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	w := writer{ctx: ctx, tx: tx}
 	switch {
 	case !e.cfg.Resume:
-		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: core.ReasonServerRestart,
-			err: core.AbortedError("run interrupted by server restart")}, nil)
+		return "interrupted", e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: core.ReasonServerRestart,
+			err: core.AbortedError("run interrupted by server restart")}, nil, ends)
 	case crashed && run.Resumes >= e.cfg.MaxResumes:
-		return e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
-			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil)
+		return "failed", e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
+			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil, ends)
 	}
 	if waiting {
 		run.State, run.Phase = core.RunRunning, core.PhaseWaitingPermission
 		w.run(run)
 		w.status(run.SessionID, core.StatusOf(&run, nil))
-		return w.err
+		return "waiting_permission", w.err
 	}
 	run.State, run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, core.PhaseRecovering, 0, "", 0
 	if crashed {
@@ -277,7 +303,7 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed 
 	}
 	w.run(run)
 	w.status(run.SessionID, core.StatusOf(&run, nil))
-	return w.err
+	return "resumed", w.err
 }
 
 // repairStalled closes what a run the storage stopped left open, before
@@ -379,4 +405,47 @@ func agentName(a string) string {
 		return agent.Default
 	}
 	return a
+}
+
+// ends collects the runs a transaction ended, with their accounting, so
+// that they are counted and logged once it has committed (a transaction
+// that rolls back ended nothing).
+type ends []endedRun
+
+type endedRun struct {
+	run    core.Run
+	tokens core.Tokens
+	cost   float64
+}
+
+func (es *ends) add(run core.Run, msgs []core.Message, last *core.Message) {
+	var e endedRun
+	e.run = run
+	for _, m := range msgs {
+		if m.Role != core.RoleAssistant || (last != nil && m.ID == last.ID) {
+			continue
+		}
+		e.tokens, e.cost = e.tokens.Add(m.Tokens), e.cost+m.Cost
+	}
+	if last != nil {
+		e.tokens, e.cost = e.tokens.Add(last.Tokens), e.cost+last.Cost
+	}
+	*es = append(*es, e)
+}
+
+// ended counts and logs runs whose end has committed: one line per run,
+// with what an operator looks for first.
+func (e *Engine) ended(es ends) {
+	for _, x := range es {
+		r := x.run
+		d := time.Duration(r.Time.Ended-r.Time.Created) * time.Millisecond
+		e.cfg.Metrics.RunEnded(r.State, r.Reason, d, r.Steps)
+		args := []any{"run", r.ID, "session", r.SessionID, "outcome", r.State, "reason", r.Reason,
+			"duration", d, "steps", r.Steps, "model", r.Model.ProviderID + "/" + r.Model.ModelID,
+			"tokens_input", x.tokens.Input, "tokens_output", x.tokens.Output, "cost", x.cost}
+		if r.Error != nil {
+			args = append(args, "error", r.Error.Data.Message)
+		}
+		e.log.Info("run ended", args...)
+	}
 }

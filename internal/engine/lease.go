@@ -58,31 +58,42 @@ func (e *Engine) claim(run core.Run) (*store.Lease, claimResult, error) {
 		// Taken over from a node that died, hung or shut down: the same
 		// repair as after a restart. A clean shutdown does not count
 		// against the crash-loop budget.
+		var ends ends
+		action := ""
 		err := e.st.Tx(ctx, func(tx store.Tx) error {
+			ends, action = ends[:0], ""
 			cur, err := tx.Run(ctx, run.ID)
 			if err != nil || core.TerminalState(cur.State) {
 				return err
 			}
-			return e.repair(ctx, tx, cur, c.Prior == store.PriorExpired)
+			action, err = e.repair(ctx, tx, cur, c.Prior == store.PriorExpired, &ends)
+			return err
 		})
 		if err != nil {
 			return nil, claimTaken, fmt.Errorf("take over run %s: %w", run.ID, err)
 		}
+		if action != "" {
+			e.cfg.Metrics.Recovered(action)
+		}
+		e.ended(ends)
 		e.log.Info("took over run", "run", run.ID, "session", run.SessionID, "epoch", lease.Epoch,
 			"released", c.Prior == store.PriorReleased)
 	}
 	if c.AbortReason != "" {
+		var ends ends
 		err := e.st.Tx(ctx, func(tx store.Tx) error {
+			ends = ends[:0]
 			cur, err := tx.Run(ctx, run.ID)
 			if err != nil || core.TerminalState(cur.State) {
 				return err
 			}
 			return e.finishTx(ctx, tx, cur, outcome{state: core.RunInterrupted, reason: c.AbortReason,
-				err: core.AbortedError("The operation was aborted.")}, nil)
+				err: core.AbortedError("The operation was aborted.")}, nil, &ends)
 		})
 		if err != nil {
 			return nil, claimTaken, fmt.Errorf("end aborted run %s: %w", run.ID, err)
 		}
+		e.ended(ends)
 		e.runEnded(run.ID)
 		return nil, claimEnded, nil
 	}

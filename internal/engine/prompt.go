@@ -245,6 +245,10 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		}
 	}
 	if adm.RunID != "" {
+		if !adm.Steered && !adm.Duplicate {
+			e.cfg.Metrics.RunStarted()
+			e.admitted(ctx, adm.RunID)
+		}
 		e.kick(sessionID)
 	}
 	if titled {

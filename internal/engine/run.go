@@ -11,8 +11,11 @@ import (
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // outcome is how a run ends.
@@ -44,7 +47,10 @@ func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 	}
 	lost := &store.WriteFailures{}
 	ctx = store.WithWriteFailures(ctx, lost)
+	ctx, span := e.runSpan(ctx, run)
+	defer span.End()
 	r := &runner{e: e, run: run, lost: lost}
+	defer r.endStepSpan()
 	for {
 		o, ok := r.loop(ctx)
 		if !ok {
@@ -75,6 +81,7 @@ func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 			e.log.Error("write run outcome", "run", run.ID, "err", err)
 			return nil
 		}
+		endRunSpan(span, o, r.run.Steps)
 		e.runEnded(run.ID)
 		return nil
 	}
@@ -113,6 +120,8 @@ type runner struct {
 	// compacting is set while a summary is written; a refusal then is not
 	// answered by another compaction.
 	compacting bool
+	// stepSpan is the trace span of the current step.
+	stepSpan trace.Span
 }
 
 // step is one model call and the parts it produced, kept in memory so that
@@ -352,7 +361,7 @@ func (r *runner) startStep(ctx context.Context, parentID string) error {
 func (r *runner) openStep(ctx context.Context, msg core.Message, before func(*writer)) error {
 	r.step = &step{msg: msg, lastFlush: time.Now()}
 	r.justCompacted = false
-	return r.e.st.Tx(ctx, func(tx store.Tx) error {
+	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
 		if before != nil {
 			before(&w)
@@ -373,6 +382,10 @@ func (r *runner) openStep(ctx context.Context, msg core.Message, before func(*wr
 		}
 		return w.err
 	})
+	if err == nil {
+		r.beginStepSpan(ctx)
+	}
+	return err
 }
 
 // unfinishedStep returns the run's last step when it still has tool calls
@@ -420,7 +433,7 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 	first := time.Now()
 	for attempt := 1; ; attempt++ {
 		req.Attempt = attempt
-		err := r.callOnce(ctx, p, req)
+		err := r.modelCall(ctx, p, req)
 		if err == nil {
 			if ferr := r.endStep(ctx, nil); ferr != nil {
 				return outcome{}, true
@@ -481,6 +494,7 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 				return outcome{}, true
 			}
 		}
+		e.cfg.Metrics.Retry(r.run.Model.ProviderID, r.run.Model.ModelID)
 		if err := r.waitRetry(ctx, attempt, apiErr.Message, delay); err != nil {
 			return outcome{}, true
 		}
@@ -718,6 +732,13 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 		return w.err
 	})
 	s.text, s.reasoning = nil, nil
+	if err == nil {
+		r.e.cfg.Metrics.Used(r.run.Model.ProviderID, r.run.Model.ModelID, metrics.Usage{Input: s.usage.Input,
+			Output: s.usage.Output, Reasoning: s.usage.Reasoning, CacheRead: s.usage.CacheRead, CacheWrite: s.usage.CacheWrite, Cost: cost})
+	}
+	if failure != nil && r.stepSpan != nil {
+		r.stepSpan.SetStatus(codes.Error, failure.Data.Message)
+	}
 	return err
 }
 
@@ -812,15 +833,20 @@ const maxParallelTasks = 4
 func (r *runner) execTool(ctx context.Context, t tool.Tool, call tool.Call, p *core.Part, refused *tool.Result) (outcome, bool) {
 	e := r.e
 	var res tool.Result
+	sctx, span := r.toolSpan(ctx, p.Tool, p.CallID)
+	defer span.End()
+	start := time.Now()
 	if refused != nil {
 		res = *refused
 	} else {
 		var err error
-		res, err = r.runTool(ctx, t, call)
+		res, err = r.runTool(sctx, t, call)
 		if ctx.Err() != nil {
 			return outcome{}, true
 		}
 		if err != nil {
+			e.cfg.Metrics.ToolCall(p.Tool, core.ToolError, time.Since(start))
+			span.SetStatus(codes.Error, err.Error())
 			res = tool.Errorf("internal error: " + err.Error())
 			p.State = toolEnd(p.State, res, e.now())
 			_ = r.putPart(ctx, *p)
@@ -829,6 +855,12 @@ func (r *runner) execTool(ctx context.Context, t tool.Tool, call tool.Call, p *c
 		res = r.bound(p, res)
 	}
 	p.State = toolEnd(p.State, res, e.now())
+	result := core.ToolCompleted
+	if res.IsError {
+		result = core.ToolError
+		span.SetStatus(codes.Error, "the tool answered with an error")
+	}
+	e.cfg.Metrics.ToolCall(p.Tool, result, time.Since(start))
 	err := e.st.Tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
 		w.part(*p)

@@ -49,7 +49,8 @@ type Hub struct {
 	// the log; WaitDelivered waits on it.
 	sent chan struct{}
 
-	dropped atomic.Int64
+	dropped   atomic.Int64
+	delivered atomic.Int64
 }
 
 // NewHub returns a hub reading missed events from st, whose log currently
@@ -307,6 +308,10 @@ func (h *Hub) PublishLive(ev core.Event) {
 // Dropped returns how many live-only events were dropped for slow
 // subscribers.
 func (h *Hub) Dropped() int64 { return h.dropped.Load() }
+
+// Delivered returns how many events (durable, live-only and the stream's
+// own) the hub's streams have written to their clients.
+func (h *Hub) Delivered() int64 { return h.delivered.Load() }
 
 // Subscribers returns the number of live subscriptions.
 func (h *Hub) Subscribers() int {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
@@ -87,7 +88,7 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 	hdr.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, timeout: opts.WriteTimeout}
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, timeout: opts.WriteTimeout, sent: &h.delivered}
 	sw.live(core.MustEvent("", core.EventServerConnected, struct{}{}))
 
 	if opts.LiveWindow <= 0 {
@@ -180,6 +181,10 @@ type sseWriter struct {
 	wrap    func(core.Event) any
 	timeout time.Duration
 	buf     bytes.Buffer
+	// n counts the events in buf; sent, the hub's count of events its
+	// streams sent, takes them once they are written.
+	n    int64
+	sent *atomic.Int64
 }
 
 func (s *sseWriter) durable(ev core.Event) {
@@ -210,6 +215,7 @@ func (s *sseWriter) data(ev core.Event) {
 	s.buf.WriteString("data: ")
 	s.buf.Write(b)
 	s.buf.WriteString("\n\n")
+	s.n++
 }
 
 func (s *sseWriter) flush() error {
@@ -221,5 +227,9 @@ func (s *sseWriter) flush() error {
 		return err
 	}
 	s.buf.Reset()
+	if s.sent != nil {
+		s.sent.Add(s.n)
+	}
+	s.n = 0
 	return s.rc.Flush()
 }

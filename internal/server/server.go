@@ -24,6 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/store"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures the API.
@@ -50,6 +51,10 @@ type Config struct {
 	// Commands are the custom commands of GET /command and
 	// POST /session/{id}/command.
 	Commands command.Set
+	// Metrics serves GET /metrics (nil: the process's own metrics only).
+	Metrics http.Handler
+	// Tracer, when set, records a span per request (see traced).
+	Tracer trace.Tracer
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind
@@ -153,7 +158,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/api/skill", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
 		{"GET", "/node", "This node: its id, database kind and the run leases it holds.", true, s.node},
-		{"GET", "/metrics", "Process metrics in Prometheus text format: goroutines, memory, open files.", true, s.metrics},
+		{"GET", "/metrics", "Metrics in Prometheus text format: runs, model and tool calls, tokens, events, the store, the process.", true, s.metrics},
 	}
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}
@@ -196,7 +201,7 @@ func (s *Server) dispatch(rts []route) http.Handler {
 					// A client that stops reading cannot hold a handler.
 					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 				}
-				if e := rt.h(w, r); e != nil {
+				if e := s.traced(rt, rt.h)(w, r); e != nil {
 					writeError(w, e)
 				}
 				return

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrStorage marks a write the storage refused for a reason of its own (an
@@ -64,7 +65,14 @@ type Watched struct {
 	Store
 	log  *slog.Logger
 	down atomic.Bool
+	// observe, when set, is told each write transaction's duration and
+	// error (for the metrics).
+	observe func(time.Duration, error)
 }
+
+// ObserveTx registers a function told the duration and the error of each
+// write transaction. Call it before the store is shared.
+func (w *Watched) ObserveTx(fn func(time.Duration, error)) { w.observe = fn }
 
 // Watch returns st watched for storage failures, logging to log.
 func Watch(st Store, log *slog.Logger) *Watched {
@@ -76,7 +84,11 @@ func (w *Watched) Down() bool { return w.down.Load() }
 
 // Tx implements Store.
 func (w *Watched) Tx(ctx context.Context, fn func(Tx) error) error {
+	start := time.Now()
 	err := w.Store.Tx(ctx, fn)
+	if w.observe != nil {
+		w.observe(time.Since(start), err)
+	}
 	switch {
 	case errors.Is(err, ErrStorage):
 		if f, ok := ctx.Value(failuresKey{}).(*WriteFailures); ok {

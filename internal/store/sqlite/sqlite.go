@@ -54,6 +54,8 @@ type Store struct {
 
 	wmu  sync.Mutex
 	hook func([]core.Event)
+	// observeBatch is told the size of each group commit.
+	observeBatch func(n int)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -206,6 +208,14 @@ func (s *Store) SetCommitHook(fn func([]core.Event)) {
 	s.wmu.Unlock()
 }
 
+// SetBatchObserver registers a function told, after each group commit, how
+// many transactions shared it (for the metrics).
+func (s *Store) SetBatchObserver(fn func(n int)) {
+	s.wmu.Lock()
+	s.observeBatch = fn
+	s.wmu.Unlock()
+}
+
 // Tx implements store.Store. The function runs on the committer goroutine,
 // possibly in the same SQLite transaction as other callers' functions, but
 // inside its own savepoint: its writes commit or roll back alone.
@@ -258,6 +268,12 @@ func (s *Store) committer() {
 			}
 		}
 		s.commitBatch(batch)
+		s.wmu.Lock()
+		observe := s.observeBatch
+		s.wmu.Unlock()
+		if observe != nil {
+			observe(len(batch))
+		}
 	}
 }
 

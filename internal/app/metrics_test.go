@@ -1,0 +1,235 @@
+package app_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/core"
+)
+
+// scrape reads /metrics the way Prometheus does.
+func (n *node) scrape() map[string]*dto.MetricFamily {
+	n.t.Helper()
+	resp, err := http.Get(n.app.URL() + "/metrics")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		n.t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		n.t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of the series of name whose labels include
+// want (a counter, a gauge, or a histogram's count), summed over the
+// series that match; ok is false when none does.
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, ok bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		labels := map[string]string{}
+		for _, l := range m.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, w := range want {
+			if labels[k] != w {
+				continue next
+			}
+		}
+		ok = true
+		switch {
+		case m.Counter != nil:
+			v += m.Counter.GetValue()
+		case m.Gauge != nil:
+			v += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			v += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return v, ok
+}
+
+// syncBuffer is a log sink the engine's goroutines can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestMetricsCountWhatHappened runs a scripted workload — three runs that
+// succeed (one with a tool call), one whose provider answers 429 until the
+// retries run out, one aborted while it waits for a permission to read outside the workspace, one
+// resumed after a restart — and checks that /metrics and the run-end log
+// lines say exactly that.
+func TestMetricsCountWhatHappened(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	n := startNode(t, func(c *app.Config) { c.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
+	ctx := t.Context()
+
+	n.send(n.session(), "reply:one")
+	n.send(n.session(), "reply:two")
+	n.send(n.session(), `tool:echo:{"text":"three"}`)
+	n.send(n.session(), "fail:429")
+
+	asking := n.session()
+	// Reading outside the workspace asks (external_directory).
+	secret := outsideFile(t, "secret")
+	if err := n.c.SendAsync(ctx, asking, client.Prompt{Text: `tool:read:{"filePath":"` + secret + `"}`}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor(asking, func(st core.SessionStatus) bool { return st.Phase == core.PhaseWaitingPermission })
+	fams := n.scrape()
+	if v, _ := value(fams, "agentd_permission_requests_pending", nil); v != 1 {
+		t.Errorf("pending permissions = %v, want 1", v)
+	}
+	if v, _ := value(fams, "agentd_runs_active", map[string]string{"state": "running", "phase": "waiting_permission"}); v != 1 {
+		t.Errorf("active running/waiting_permission = %v, want 1", v)
+	}
+	if _, err := n.c.Abort(ctx, asking); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(asking)
+
+	fams = n.scrape()
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"agentd_runs_started_total", nil, 5},
+		{"agentd_runs_ended_total", map[string]string{"outcome": "succeeded"}, 3},
+		{"agentd_runs_ended_total", map[string]string{"outcome": "failed", "reason": "retries_exhausted"}, 1},
+		{"agentd_runs_ended_total", map[string]string{"outcome": "interrupted", "reason": "aborted"}, 1},
+		{"agentd_runs_ended_total", nil, 5},
+		{"agentd_run_duration_seconds", map[string]string{"outcome": "succeeded"}, 3},
+		{"agentd_run_steps", nil, 5},
+		// fastRetry allows four attempts: four 429s, three retries.
+		{"agentd_model_calls_total", map[string]string{"provider": "agentd", "model": "scripted", "status": "429"}, 4},
+		{"agentd_model_retries_total", map[string]string{"provider": "agentd", "model": "scripted"}, 3},
+		// reply, reply, echo's two steps, read's first step.
+		{"agentd_model_calls_total", map[string]string{"status": "ok"}, 5},
+		{"agentd_tool_calls_total", map[string]string{"tool": "echo", "result": "completed"}, 1},
+		{"agentd_tool_call_duration_seconds", map[string]string{"tool": "echo"}, 1},
+		{"agentd_permission_requests_pending", nil, 0},
+		{"agentd_sse_subscribers", nil, 0},
+	} {
+		if got, _ := value(fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if v, ok := value(fams, "agentd_runs_active", nil); ok && v != 0 {
+		t.Errorf("active runs after every run ended = %v", v)
+	}
+	for _, typ := range []string{"input", "output"} {
+		if v, _ := value(fams, "agentd_model_tokens_total", map[string]string{"provider": "agentd", "type": typ}); v <= 0 {
+			t.Errorf("%s tokens = %v, want > 0", typ, v)
+		}
+	}
+	for _, name := range []string{"agentd_store_transaction_duration_seconds", "agentd_store_commit_batch_size", "agentd_event_log_events"} {
+		if v, _ := value(fams, name, nil); v <= 0 {
+			t.Errorf("%s = %v, want > 0", name, v)
+		}
+	}
+	_, last, err := n.app.Store.EventBounds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := value(fams, "agentd_event_log_seq", nil); v != float64(last) {
+		t.Errorf("event log seq = %v, want %d", v, last)
+	}
+	// No session or run id is a label.
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if strings.HasPrefix(l.GetValue(), "ses_") || strings.HasPrefix(l.GetValue(), "run_") {
+					t.Errorf("%s has an id as a label: %s=%s", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+
+	// One log line per run end, with what an operator looks for.
+	var ended []map[string]any
+	for _, l := range logs.lines() {
+		if l["msg"] == "run ended" {
+			ended = append(ended, l)
+		}
+	}
+	if len(ended) != 5 {
+		t.Fatalf("run-end log lines = %d, want 5", len(ended))
+	}
+	outcomes := map[string]int{}
+	for _, l := range ended {
+		outcomes[l["outcome"].(string)+"/"+l["reason"].(string)]++
+		for _, k := range []string{"run", "session", "duration", "steps", "tokens_input", "tokens_output", "cost", "model"} {
+			if _, ok := l[k]; !ok {
+				t.Errorf("run-end line lacks %s: %v", k, l)
+			}
+		}
+	}
+	if outcomes["succeeded/"] != 3 || outcomes["failed/retries_exhausted"] != 1 || outcomes["interrupted/aborted"] != 1 {
+		t.Errorf("run-end outcomes = %v", outcomes)
+	}
+}
+
+// TestMetricsCountRecovery restarts a node while a run executes: the new
+// process counts the run it found and resumed.
+func TestMetricsCountRecovery(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "sleep:30"}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor(sid, func(st core.SessionStatus) bool { return st.Type == core.StatusBusy })
+	n = n.restart()
+	fams := n.scrape()
+	if v, _ := value(fams, "agentd_recovery_runs_total", map[string]string{"action": "resumed"}); v != 1 {
+		t.Errorf("resumed at start = %v, want 1", v)
+	}
+	if _, err := n.c.Abort(t.Context(), sid); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(sid)
+}
