@@ -248,5 +248,5 @@ func anyValue(v attribute.Value) *commonpb.AnyValue {
 		}
 		return list(vs)
 	}
-	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.Emit()}}
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.String()}}
 }
