@@ -86,6 +86,10 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("Connection", "keep-alive")
 	hdr.Set("X-Accel-Buffering", "no")
+	// The log's head when the stream opened: a client that starts without
+	// a cursor still knows where to resume from after a drop, even when no
+	// durable event reached it in between (the dashboard uses it).
+	hdr.Set("X-Agentd-Seq", strconv.FormatInt(last, 10))
 	w.WriteHeader(http.StatusOK)
 
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, timeout: opts.WriteTimeout, sent: &h.delivered}

@@ -24,6 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/ui"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -179,6 +180,12 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	// The dashboard: static files behind the same middleware as the API
+	// (loopback and Origin checks, basic auth).
+	// The page is /ui (paths with a trailing slash are refused, see
+	// cleanPaths); its files are under /ui/.
+	s.mux.Handle("GET /ui", ui.Handler("/ui"))
+	s.mux.Handle("GET /ui/", ui.Handler("/ui"))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("no route for %s %s", r.Method, r.URL.Path))
 	})
