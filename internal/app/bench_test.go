@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // BenchmarkTurn is one warm single-step turn through the HTTP API: POST
@@ -168,5 +170,70 @@ func BenchmarkTaskTurn(b *testing.B) {
 		if _, err := c.Send(context.Background(), s.ID, client.Prompt{Text: prompt}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// discard is a span exporter that drops what it is given: the cost of
+// recording spans, without a collector's.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkTurnTraced is BenchmarkTurn with tracing on (a span for the
+// request, the run, its step and its model call, batched).
+func BenchmarkTurnTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+	defer tp.Shutdown(context.Background())
+	a, err := app.Start(context.Background(), app.Config{DBPath: filepath.Join(b.TempDir(), "a.db"), Host: "127.0.0.1",
+		Version: "bench", Directory: b.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour, Tracer: tp.Tracer("bench")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	c := client.New(a.URL())
+	s, _ := c.CreateSession(context.Background(), "", "")
+	c.Send(context.Background(), s.ID, client.Prompt{Text: "reply:warm up"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Send(context.Background(), s.ID, client.Prompt{Text: "reply:hi"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMetricsScrape is one GET /metrics on a node with 1,000
+// sessions of which 100 have a run in flight (the scrape reads the active
+// runs, the pending permissions and the log's bounds from the store).
+func BenchmarkMetricsScrape(b *testing.B) {
+	a, err := app.Start(context.Background(), app.Config{DBPath: filepath.Join(b.TempDir(), "a.db"), Host: "127.0.0.1",
+		Version: "bench", Directory: b.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour, SQLiteSynchronous: "NORMAL"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Stop(context.Background())
+	c := client.New(a.URL())
+	for i := range 1000 {
+		s, err := c.CreateSession(context.Background(), "", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		text := "reply:done"
+		if i < 100 {
+			text = "sleep:600"
+		}
+		if err := c.SendAsync(context.Background(), s.ID, client.Prompt{Text: text}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := http.Get(a.URL() + "/metrics")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		b.SetBytes(n)
 	}
 }
