@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -48,5 +51,31 @@ func TestServeRefusesOpenListenerWithoutPassword(t *testing.T) {
 	sec, _ = securityFromEnv("127.0.0.1")
 	if !sec.LoopbackOnly {
 		t.Error("loopback listener without host checks")
+	}
+}
+
+func TestLogFormats(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(&buf, "json", "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("dropped below the level")
+	log.Warn("kept", "run", "run_1")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["msg"] != "kept" || line["run"] != "run_1" {
+		t.Errorf("json log = %q (%v)", buf.String(), err)
+	}
+	buf.Reset()
+	log, _ = newLogger(&buf, "text", "info")
+	log.Info("hello", "k", "v")
+	if !strings.Contains(buf.String(), `msg=hello k=v`) {
+		t.Errorf("text log = %q", buf.String())
+	}
+	if _, err := newLogger(&buf, "xml", "info"); err == nil {
+		t.Error("log format xml accepted")
+	}
+	if _, err := newLogger(&buf, "json", "loud"); err == nil {
+		t.Error("log level loud accepted")
 	}
 }

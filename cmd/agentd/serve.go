@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -55,18 +56,9 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
 	}
-	lvl, err := parseLevel(*level)
+	log, err := newLogger(os.Stderr, *logFormat, *level)
 	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	var log *slog.Logger
-	switch *logFormat {
-	case "text":
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	case "json":
-		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	default:
-		return fmt.Errorf("--log-format: %q is neither text nor json", *logFormat)
+		return err
 	}
 	sec, err := securityFromEnv(*host)
 	if err != nil {
@@ -158,6 +150,23 @@ func cmdServe(ctx context.Context, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return a.Stop(sctx)
+}
+
+// newLogger is the server's logger: text (logfmt) or JSON lines, at a
+// level.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	lvl, err := parseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is neither text nor json", format)
 }
 
 // securityFromEnv builds the access policy: a password from the

@@ -405,3 +405,36 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardFiles: the dashboard is served from the binary, behind the
+// API's rules (auth, origin), with a policy that keeps it to its own
+// files and origin.
+func TestDashboardFiles(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	for path, ctype := range map[string]string{"/ui": "text/html", "/ui/app.js": "javascript", "/ui/style.css": "text/css"} {
+		r := call(t, "GET", a.URL()+path, "", nil)
+		if r.status != 200 || !strings.Contains(r.header.Get("Content-Type"), ctype) {
+			t.Errorf("GET %s: %d %s", path, r.status, r.header.Get("Content-Type"))
+		}
+		if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "connect-src 'self'") {
+			t.Errorf("GET %s: CSP %q", path, csp)
+		}
+	}
+	if r := call(t, "GET", a.URL()+"/ui", "", nil); !strings.Contains(string(r.body), `src="/ui/app.js"`) {
+		t.Errorf("page does not load its script: %s", r.body)
+	}
+	if r := call(t, "GET", a.URL()+"/ui/missing.js", "", nil); r.status != 404 {
+		t.Errorf("missing file: %d", r.status)
+	}
+	if r := call(t, "POST", a.URL()+"/ui", "{}", nil); r.status == 200 {
+		t.Errorf("POST /ui: %d", r.status)
+	}
+	b := start(t, server.Security{Password: "s3cret"})
+	if r := call(t, "GET", b.URL()+"/ui", "", nil); r.status != 401 || r.header.Get("WWW-Authenticate") == "" {
+		t.Errorf("dashboard without credentials: %d (the browser must be asked)", r.status)
+	}
+	if r := call(t, "GET", a.URL()+"/ui", "", map[string]string{"Host": "evil.example"}); r.status != 403 {
+		t.Errorf("dashboard under a foreign Host: %d", r.status)
+	}
+}
