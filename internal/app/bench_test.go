@@ -15,14 +15,17 @@ import (
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // BenchmarkTurn is one warm single-step turn through the HTTP API: POST
 // /session/{id}/message with a reply: prompt, until the run has ended
 // (the response is written after the idle events are committed).
-func BenchmarkTurn(b *testing.B) {
+func BenchmarkTurn(b *testing.B) { benchTurn(b, nil) }
+
+func benchTurn(b *testing.B, tracer trace.Tracer) {
 	a, err := app.Start(context.Background(), app.Config{DBPath: filepath.Join(b.TempDir(), "a.db"), Host: "127.0.0.1",
-		Version: "bench", Directory: b.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour})
+		Version: "bench", Directory: b.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour, Tracer: tracer})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -185,21 +188,7 @@ func (discard) Shutdown(context.Context) error                             { ret
 func BenchmarkTurnTraced(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
 	defer tp.Shutdown(context.Background())
-	a, err := app.Start(context.Background(), app.Config{DBPath: filepath.Join(b.TempDir(), "a.db"), Host: "127.0.0.1",
-		Version: "bench", Directory: b.TempDir(), Logger: quietLogger(), Heartbeat: time.Hour, Tracer: tp.Tracer("bench")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Stop(context.Background())
-	c := client.New(a.URL())
-	s, _ := c.CreateSession(context.Background(), "", "")
-	c.Send(context.Background(), s.ID, client.Prompt{Text: "reply:warm up"})
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.Send(context.Background(), s.ID, client.Prompt{Text: "reply:hi"}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchTurn(b, tp.Tracer("bench"))
 }
 
 // BenchmarkMetricsScrape is one GET /metrics on a node with 1,000

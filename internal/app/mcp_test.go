@@ -3,38 +3,18 @@ package app_test
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/mcp"
+	"github.com/agentd/agentd/internal/testbin"
 )
 
-var (
-	mcpOnce sync.Once
-	mcpBin  string
-)
-
-// mcpServerBin builds the test MCP server once.
-func mcpServerBin(t *testing.T) string {
-	t.Helper()
-	mcpOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentd-mcp-app-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		mcpBin = filepath.Join(dir, "testserver")
-		if out, err := exec.Command("go", "build", "-o", mcpBin, "../mcp/testserver").CombinedOutput(); err != nil {
-			t.Fatalf("build the test MCP server: %v\n%s", err, out)
-		}
-	})
-	return mcpBin
-}
+// mcpServerBin is the test MCP server, built once.
+func mcpServerBin(t *testing.T) string { return testbin.MCPServer(t) }
 
 // TestMCPTools: an MCP server's tools reach the model through the run
 // loop, GET /mcp reports the servers, and permission rules apply to MCP

@@ -213,9 +213,6 @@ func keyValues(kvs []attribute.KeyValue) []*commonpb.KeyValue {
 }
 
 func anyValue(v attribute.Value) *commonpb.AnyValue {
-	list := func(vs []*commonpb.AnyValue) *commonpb.AnyValue {
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vs}}}
-	}
 	switch v.Type() {
 	case attribute.BOOL:
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: v.AsBool()}}
@@ -224,29 +221,22 @@ func anyValue(v attribute.Value) *commonpb.AnyValue {
 	case attribute.FLOAT64:
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: v.AsFloat64()}}
 	case attribute.BOOLSLICE:
-		var vs []*commonpb.AnyValue
-		for _, b := range v.AsBoolSlice() {
-			vs = append(vs, anyValue(attribute.BoolValue(b)))
-		}
-		return list(vs)
+		return array(v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		var vs []*commonpb.AnyValue
-		for _, i := range v.AsInt64Slice() {
-			vs = append(vs, anyValue(attribute.Int64Value(i)))
-		}
-		return list(vs)
+		return array(v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		var vs []*commonpb.AnyValue
-		for _, f := range v.AsFloat64Slice() {
-			vs = append(vs, anyValue(attribute.Float64Value(f)))
-		}
-		return list(vs)
+		return array(v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		var vs []*commonpb.AnyValue
-		for _, s := range v.AsStringSlice() {
-			vs = append(vs, anyValue(attribute.StringValue(s)))
-		}
-		return list(vs)
+		return array(v.AsStringSlice(), attribute.StringValue)
 	}
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.String()}}
+}
+
+// array converts a slice attribute element by element.
+func array[T any](xs []T, value func(T) attribute.Value) *commonpb.AnyValue {
+	vs := make([]*commonpb.AnyValue, 0, len(xs))
+	for _, x := range xs {
+		vs = append(vs, anyValue(value(x)))
+	}
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vs}}}
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -137,5 +139,33 @@ func TestExportGzipWithHeaders(t *testing.T) {
 	pid := psc.SpanID()
 	if s.Name != "child" || string(s.ParentSpanId) != string(pid[:]) || s.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || s.Status.GetMessage() != "broke" {
 		t.Errorf("span = %v", s)
+	}
+}
+
+func TestAttributeValues(t *testing.T) {
+	t.Parallel()
+	kvs := keyValues([]attribute.KeyValue{attribute.String("s", "x"), attribute.Int("i", 3), attribute.Bool("b", true),
+		attribute.Float64("f", 1.5), attribute.StringSlice("ss", []string{"a", "b"}), attribute.Int64Slice("is", []int64{1, 2})})
+	got := map[string]*commonpb.AnyValue{}
+	for _, kv := range kvs {
+		got[kv.Key] = kv.Value
+	}
+	want := map[string]*commonpb.AnyValue{
+		"s": {Value: &commonpb.AnyValue_StringValue{StringValue: "x"}},
+		"i": {Value: &commonpb.AnyValue_IntValue{IntValue: 3}},
+		"b": {Value: &commonpb.AnyValue_BoolValue{BoolValue: true}},
+		"f": {Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 1.5}},
+		"ss": {Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: []*commonpb.AnyValue{
+			{Value: &commonpb.AnyValue_StringValue{StringValue: "a"}}, {Value: &commonpb.AnyValue_StringValue{StringValue: "b"}}}}}},
+		"is": {Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: []*commonpb.AnyValue{
+			{Value: &commonpb.AnyValue_IntValue{IntValue: 1}}, {Value: &commonpb.AnyValue_IntValue{IntValue: 2}}}}}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d attributes, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if !proto.Equal(w, got[k]) {
+			t.Errorf("attribute %s = %v, want %v", k, got[k], w)
+		}
 	}
 }

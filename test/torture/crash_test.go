@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,36 +17,11 @@ import (
 	"github.com/agentd/agentd/internal/fakellm"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/sqlite"
+	"github.com/agentd/agentd/internal/testbin"
 )
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// agentdBinary builds the agentd binary once for the package's tests.
-func agentdBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentd-crash-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "agentd")
-		build := exec.Command("go", "build", "-o", builtBin, "./cmd/agentd")
-		build.Dir = "../.."
-		if out, err := build.CombinedOutput(); err != nil {
-			buildErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build agentd: %v", buildErr)
-	}
-	return builtBin
-}
+// agentdBinary is the agentd binary, built once for the package's tests.
+func agentdBinary(t *testing.T) string { return testbin.Agentd(t) }
 
 // crashNode is the real agentd binary on a database of its own, with
 // fakellm (one "second" = unit) as the provider "fake" whose model has the
@@ -382,12 +355,7 @@ func TestKillWhileSubagentRuns(t *testing.T) {
 // goes on and ends once.
 func TestKillDuringMCPCall(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "mcpserver")
-	build := exec.Command("go", "build", "-o", bin, "./internal/mcp/testserver")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the test MCP server: %v\n%s", err, out)
-	}
+	bin := testbin.MCPServer(t)
 	log := filepath.Join(dir, "calls.log")
 	srv, c, dbPath := crashNodeWith(t, 20*time.Millisecond, `{"limit":{"context":100000,"output":4000}}`,
 		`,"mcp":{"test":{"type":"local","command":["`+bin+`","-log","`+log+`"]}}`)

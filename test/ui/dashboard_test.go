@@ -27,35 +27,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-)
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
+	"github.com/agentd/agentd/internal/testbin"
 )
-
-// binary builds agentd once for the package's tests.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentd-ui-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "agentd")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/agentd")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build agentd: %v", buildErr)
-	}
-	return builtBin
-}
 
 // agentd is the real binary serving one database on a fixed port, so that
 // a restart comes back at the same address the page uses.
@@ -91,7 +65,7 @@ func startAgentd(t *testing.T) *agentd {
 
 func (a *agentd) start() {
 	a.t.Helper()
-	cmd := exec.Command(binary(a.t), a.args...)
+	cmd := exec.Command(testbin.Agentd(a.t), a.args...)
 	cmd.Dir = a.dir
 	cmd.Stderr = a.log
 	if err := cmd.Start(); err != nil {
