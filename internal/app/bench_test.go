@@ -33,12 +33,15 @@ func benchTurn(b *testing.B, tracer trace.Tracer) {
 	c := client.New(a.URL())
 	s, _ := c.CreateSession(context.Background(), "", "")
 	c.Send(context.Background(), s.ID, client.Prompt{Text: "reply:warm up"})
+	before := commits(b, a.URL())
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := c.Send(context.Background(), s.ID, client.Prompt{Text: "reply:hi"}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	// Each commit is one fsync (synchronous=FULL, group commit).
+	b.ReportMetric((commits(b, a.URL())-before)/float64(b.N), "fsyncs/turn")
 }
 
 // BenchmarkRecovery1000 stops a node with 1,000 runs in flight and

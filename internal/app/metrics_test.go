@@ -233,3 +233,60 @@ func TestMetricsCountRecovery(t *testing.T) {
 	}
 	n.waitIdle(sid)
 }
+
+// commits reads how many durable commits the node has made (each group
+// commit is one fsync with synchronous=FULL).
+func commits(tb testing.TB, url string) float64 {
+	tb.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	v, _ := value(fams, "agentd_store_commit_batch_size", nil)
+	return v
+}
+
+// TestTwoCommitsPerQuickTurn pins the turn's durable writes: a turn whose
+// model answers within the flush interval commits at admission and at its
+// end, nothing in between; a tool call adds the commits that make its
+// running state and its result durable.
+func TestTwoCommitsPerQuickTurn(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	n.send(sid, "reply:warm up")
+	before := commits(t, n.app.URL())
+	m := n.send(sid, "reply:quick")
+	if got := commits(t, n.app.URL()) - before; got != 2 {
+		t.Errorf("commits for a quick turn = %v, want 2", got)
+	}
+	if textOf(m) != "quick" {
+		t.Errorf("answer = %q", textOf(m))
+	}
+	// The transcript holds everything the turn produced.
+	msgs, err := n.c.Messages(t.Context(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := msgs[len(msgs)-1]
+	var types []string
+	for _, p := range last.Parts {
+		types = append(types, p.Type)
+	}
+	if strings.Join(types, ",") != "step-start,text,step-finish,idle" || last.Info.Completed == 0 || last.Info.Tokens.Output == 0 {
+		t.Errorf("last message: parts %v, completed %d, tokens %+v", types, last.Info.Completed, last.Info.Tokens)
+	}
+	before = commits(t, n.app.URL())
+	n.send(sid, `tool:echo:{"text":"x"}`)
+	// Admission; the first step's end with the call running; the call's
+	// result; the end (with the second step).
+	if got := commits(t, n.app.URL()) - before; got != 4 {
+		t.Errorf("commits for a one-tool turn = %v, want 4", got)
+	}
+}

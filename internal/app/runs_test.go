@@ -350,7 +350,7 @@ func TestBusyPolicies(t *testing.T) {
 	})
 	t.Run("steer", func(t *testing.T) {
 		sid := n.session()
-		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "sleep:5\nreply:first"}); err != nil {
+		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "sleep:25\nreply:first"}); err != nil {
 			t.Fatal(err)
 		}
 		n.streamingStarted(sid, "")

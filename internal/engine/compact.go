@@ -147,7 +147,7 @@ func (r *runner) prune(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	now := r.e.now()
-	err = r.e.st.Tx(ctx, func(tx store.Tx) error {
+	err = r.tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
 		for _, p := range prune {
 			p.State.Time.Compacted = now
@@ -234,7 +234,7 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 	if o, done := r.callWithRetry(ctx, r.provider, req); done {
 		return o, true
 	}
-	err = r.e.st.Tx(ctx, func(tx store.Tx) error {
+	err = r.tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
 		w.event(r.run.SessionID, core.EventSessionCompacted, core.CompactedProps{SessionID: r.run.SessionID})
 		return w.err

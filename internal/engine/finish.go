@@ -16,14 +16,16 @@ import (
 // the run goes on to answer it.
 var errSteered = errors.New("run received a new message")
 
-// finish writes a run's end in one transaction: the run row, the last
-// assistant message, the idle part, and the status and idle events. A run
-// that has already ended is left alone, so a run ends exactly once.
-func (e *Engine) finish(ctx context.Context, runID string, o outcome, s *step) error {
+// finish writes the run's end in one transaction, after the writes still
+// pending: the run row, the last assistant message, the idle part, and the
+// status and idle events. A run that has already ended is left alone, so a
+// run ends exactly once.
+func (r *runner) finish(ctx context.Context, o outcome) error {
+	e, s := r.e, r.step
 	var ends ends
-	err := e.st.Tx(ctx, func(tx store.Tx) error {
+	err := r.tx(ctx, func(tx store.Tx) error {
 		ends = ends[:0]
-		run, err := lockedRun(ctx, tx, runID)
+		run, err := lockedRun(ctx, tx, r.run.ID)
 		if err != nil {
 			return err
 		}

@@ -93,7 +93,7 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.PermissionRequest, error) {
 	e := r.e
 	var req core.PermissionRequest
-	err := e.st.Tx(ctx, func(tx store.Tx) error {
+	err := r.tx(ctx, func(tx store.Tx) error {
 		// The question may have been asked (and even answered) before a
 		// restart; it is asked once per call.
 		asked, err := tx.RunPermissions(ctx, r.run.ID)

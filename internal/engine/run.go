@@ -50,6 +50,8 @@ func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 	ctx, span := e.runSpan(ctx, run)
 	defer span.End()
 	r := &runner{e: e, run: run, lost: lost}
+	r.pending.ctx, r.pending.runID = ctx, run.ID
+	defer r.closeLater()
 	defer r.endStepSpan()
 	for {
 		o, ok := r.loop(ctx)
@@ -65,7 +67,7 @@ func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 			return fmt.Errorf("run %s: %w", run.ID, err)
 		}
 		wctx, cancel := detached(ctx)
-		err := e.finish(wctx, r.run.ID, o, r.step)
+		err := r.finish(wctx, o)
 		cancel()
 		if errors.Is(err, errSteered) {
 			continue
@@ -122,6 +124,8 @@ type runner struct {
 	compacting bool
 	// stepSpan is the trace span of the current step.
 	stepSpan trace.Span
+	// pending holds writes waiting for the runner's next transaction.
+	pending later
 }
 
 // step is one model call and the parts it produced, kept in memory so that
@@ -319,9 +323,30 @@ func (r *runner) cancelled(ctx context.Context, err error) (outcome, bool) {
 	return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, err.Error())}, true
 }
 
-// begin marks the run running.
+// begin marks the run running. A run admitted to start at once is running
+// already: the read says so, and nothing is written.
 func (r *runner) begin(ctx context.Context) error {
-	return r.e.st.Tx(ctx, func(tx store.Tx) error {
+	if r.hasPending() {
+		// Back round the loop (a message was steered in as the run was
+		// ending): what the last step left pending goes first.
+		if err := r.tx(ctx, func(store.Tx) error { return nil }); err != nil {
+			return err
+		}
+	}
+	run, err := r.e.st.Run(ctx, r.run.ID)
+	if err != nil {
+		return err
+	}
+	if core.TerminalState(run.State) {
+		return errAlreadyEnded
+	}
+	if run.State == core.RunRunning {
+		// Resumed or re-entered: the first step (or the permission
+		// answer) changes the phase; nothing to write here.
+		r.run = run
+		return nil
+	}
+	return r.tx(ctx, func(tx store.Tx) error {
 		run, err := lockedRun(ctx, tx, r.run.ID)
 		if err != nil {
 			return err
@@ -329,20 +354,19 @@ func (r *runner) begin(ctx context.Context) error {
 		if core.TerminalState(run.State) {
 			return errAlreadyEnded
 		}
-		if run.State == core.RunRunning {
-			// Resumed or re-entered: the first step (or the permission
-			// answer) changes the phase; nothing to write here.
-			r.run = run
-			return nil
-		}
-		run.State = core.RunRunning
-		if run.Time.Started == 0 {
-			run.Time.Started = r.e.now()
+		if run.State != core.RunRunning {
+			run.State = core.RunRunning
+			if run.Time.Started == 0 {
+				run.Time.Started = r.e.now()
+			}
+			w := writer{ctx: ctx, tx: tx}
+			w.run(run)
+			if w.err != nil {
+				return w.err
+			}
 		}
 		r.run = run
-		w := writer{ctx: ctx, tx: tx}
-		w.run(run)
-		return w.err
+		return nil
 	})
 }
 
@@ -357,35 +381,34 @@ func (r *runner) startStep(ctx context.Context, parentID string) error {
 }
 
 // openStep writes a step's assistant message and its step-start part,
-// after what before writes, and counts the step.
+// after what before writes, and counts the step. The writes wait for the
+// runner's next transaction (see later.go).
 func (r *runner) openStep(ctx context.Context, msg core.Message, before func(*writer)) error {
 	r.step = &step{msg: msg, lastFlush: time.Now()}
 	r.justCompacted = false
-	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
-		w := writer{ctx: ctx, tx: tx}
+	run := r.run
+	run.Steps++
+	recovering := run.Phase == core.PhaseRecovering
+	if recovering {
+		// The first new step after a restart ends recovery; the status
+		// changes from busy/recovering to busy.
+		run.Phase = ""
+	}
+	r.run = run
+	start := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: msg.SessionID, MessageID: msg.ID, Type: core.PartStepStart}
+	r.later(func(w *writer) {
 		if before != nil {
-			before(&w)
+			before(w)
 		}
 		w.message(msg)
-		w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: msg.SessionID, MessageID: msg.ID, Type: core.PartStepStart})
-		run := r.run
-		run.Steps++
-		if run.Phase == core.PhaseRecovering {
-			// The first new step after a restart ends recovery; the status
-			// changes from busy/recovering to busy.
-			run.Phase = ""
+		w.part(start)
+		if recovering {
 			w.status(run.SessionID, core.StatusOf(&run, nil))
 		}
 		w.run(run)
-		if w.err == nil {
-			r.run = run
-		}
-		return w.err
 	})
-	if err == nil {
-		r.beginStepSpan(ctx)
-	}
-	return err
+	r.beginStepSpan(ctx)
+	return nil
 }
 
 // unfinishedStep returns the run's last step when it still has tool calls
@@ -543,7 +566,7 @@ func (r *runner) waitRetry(ctx context.Context, attempt int, msg string, delay t
 // setState changes the run and publishes the session status it implies,
 // in one transaction.
 func (r *runner) setState(ctx context.Context, change func(*core.Run)) error {
-	return r.e.st.Tx(ctx, func(tx store.Tx) error {
+	return r.tx(ctx, func(tx store.Tx) error {
 		run := r.run
 		change(&run)
 		w := writer{ctx: ctx, tx: tx}
@@ -606,18 +629,18 @@ func (r *runner) delta(ctx context.Context, kind, text string) error {
 	if kind == llm.EventReasoning {
 		pp, typ = &s.reasoning, core.PartReasoning
 	}
-	created := false
 	if *pp == nil {
 		*pp = &stream{part: &core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
 			Type: typ, Time: core.PartTime{Start: r.e.now()}}}
-		created = true
 	}
 	st := *pp
 	st.buf.WriteString(text)
 	p := st.part
 	r.e.hub.PublishLive(core.MustEvent(p.SessionID, core.EventPartDelta, core.DeltaProps{
 		SessionID: p.SessionID, MessageID: p.MessageID, PartID: p.ID, Field: "text", Delta: text}))
-	if created || s.due(r.e.cfg.FlushInterval) {
+	if s.due(r.e.cfg.FlushInterval) {
+		// A part just created waits too: within the interval it rides
+		// along with the step's end.
 		return r.flushParts(ctx, false)
 	}
 	return nil
@@ -633,7 +656,7 @@ func (r *runner) flushParts(ctx context.Context, end bool) error {
 	s.lastFlush = time.Now()
 	now := r.e.now()
 	parts := s.open()
-	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
+	err := r.tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
 		for _, p := range parts {
 			if end && p.Time.End == 0 {
@@ -662,7 +685,9 @@ func (r *runner) closeText(ctx context.Context) error {
 }
 
 // endStep closes the step: final text, step-finish, and the assistant
-// message's accounting (and error, when the step failed).
+// message's accounting (and error, when the step failed). The writes wait
+// for the runner's next transaction: the end of the run, or the running
+// state of the first tool call.
 func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 	s := r.step
 	now := r.e.now()
@@ -672,74 +697,78 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 	if in := s.usage.Input + s.usage.CacheRead + s.usage.CacheWrite; in > 0 {
 		r.lastInput = in
 	}
-	wctx, cancel := detached(ctx)
-	defer cancel()
-	err := r.e.st.Tx(wctx, func(tx store.Tx) error {
-		w := writer{ctx: wctx, tx: tx}
+	var parts []core.Part
+	for _, p := range s.open() {
+		if p.Time.End == 0 {
+			p.Time.End = now
+		}
+		parts = append(parts, *p)
+	}
+	finish := s.finish
+	if failure != nil {
+		finish = "error"
+	} else if finish == "" {
+		finish = "stop"
+	}
+	for _, p := range s.calls {
+		if p.State.Status != core.ToolPending {
+			continue
+		}
+		if failure != nil {
+			// The step failed: its calls will not run.
+			p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "not run: the model call failed",
+				Time: core.PartTime{Start: now, End: now}}
+		}
+		parts = append(parts, *p)
+	}
+	parts = append(parts, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
+		Type: core.PartStepFinish, Reason: finish, Tokens: tokens, Cost: cost})
+	var run *core.Run
+	if failure == nil && r.run.Resumes > 0 {
+		// A completed step proves the run is not crash-looping.
+		next := r.run
+		next.Resumes = 0
+		r.run, run = next, &next
+	}
+	s.msg.Tokens = s.msg.Tokens.Add(tokens)
+	s.msg.Cost += cost
+	s.msg.Finish = finish
+	s.msg.Completed = now
+	if failure != nil {
+		s.msg.Error = failure
+	}
+	msg := s.msg
+	sessionID := r.run.SessionID
+	r.later(func(w *writer) {
 		if cost > 0 || tokens != (core.Tokens{}) {
 			// The session's totals move with each step, in the same
 			// transaction as the step's own accounting.
-			sess, err := tx.Session(wctx, r.run.SessionID)
+			sess, err := w.tx.Session(w.ctx, sessionID)
 			if err != nil {
-				return err
+				if w.err == nil {
+					w.err = err
+				}
+				return
 			}
 			sess.Cost += cost
 			sess.Tokens = sess.Tokens.Add(tokens)
 			w.session(sess)
 		}
-		for _, p := range s.open() {
-			if p.Time.End == 0 {
-				p.Time.End = now
-			}
-			w.part(*p)
+		for _, p := range parts {
+			w.part(p)
 		}
-		finish := s.finish
-		if failure != nil {
-			finish = "error"
-		} else if finish == "" {
-			finish = "stop"
+		if run != nil {
+			w.run(*run)
 		}
-		for _, p := range s.calls {
-			if p.State.Status != core.ToolPending {
-				continue
-			}
-			if failure != nil {
-				// The step failed: its calls will not run.
-				p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "not run: the model call failed",
-					Time: core.PartTime{Start: now, End: now}}
-			}
-			w.part(*p)
-		}
-		w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
-			Type: core.PartStepFinish, Reason: finish, Tokens: tokens, Cost: cost})
-		if failure == nil && r.run.Resumes > 0 {
-			// A completed step proves the run is not crash-looping.
-			run := r.run
-			run.Resumes = 0
-			w.run(run)
-			if w.err == nil {
-				r.run = run
-			}
-		}
-		s.msg.Tokens = s.msg.Tokens.Add(tokens)
-		s.msg.Cost += cost
-		s.msg.Finish = finish
-		s.msg.Completed = now
-		if failure != nil {
-			s.msg.Error = failure
-		}
-		w.message(s.msg)
-		return w.err
+		w.message(msg)
 	})
 	s.text, s.reasoning = nil, nil
-	if err == nil {
-		r.e.cfg.Metrics.Used(r.run.Model.ProviderID, r.run.Model.ModelID, metrics.Usage{Input: s.usage.Input,
-			Output: s.usage.Output, Reasoning: s.usage.Reasoning, CacheRead: s.usage.CacheRead, CacheWrite: s.usage.CacheWrite, Cost: cost})
-	}
+	r.e.cfg.Metrics.Used(r.run.Model.ProviderID, r.run.Model.ModelID, metrics.Usage{Input: s.usage.Input,
+		Output: s.usage.Output, Reasoning: s.usage.Reasoning, CacheRead: s.usage.CacheRead, CacheWrite: s.usage.CacheWrite, Cost: cost})
 	if failure != nil && r.stepSpan != nil {
 		r.stepSpan.SetStatus(codes.Error, failure.Data.Message)
 	}
-	return err
+	return nil
 }
 
 // runTools executes the step's tool calls in order. Each call is recorded
@@ -861,7 +890,7 @@ func (r *runner) execTool(ctx context.Context, t tool.Tool, call tool.Call, p *c
 		span.SetStatus(codes.Error, "the tool answered with an error")
 	}
 	e.cfg.Metrics.ToolCall(p.Tool, result, time.Since(start))
-	err := e.st.Tx(ctx, func(tx store.Tx) error {
+	err := r.tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
 		w.part(*p)
 		if res.Todos != nil && !res.IsError {
@@ -917,7 +946,7 @@ func toolEnd(st core.ToolState, res tool.Result, now int64) core.ToolState {
 }
 
 func (r *runner) putPart(ctx context.Context, p core.Part) error {
-	return r.e.st.Tx(ctx, func(tx store.Tx) error {
+	return r.tx(ctx, func(tx store.Tx) error {
 		w := writer{ctx: ctx, tx: tx}
 		w.part(p)
 		return w.err
@@ -932,7 +961,12 @@ func (r *runner) flushOnShutdown(ctx context.Context) {
 	}
 	wctx, cancel := detached(ctx)
 	defer cancel()
-	if err := r.flushParts(wctx, false); err != nil {
+	err := r.flushParts(wctx, false)
+	if err == nil {
+		// flushParts carried the pending writes, unless it had no text.
+		err = r.tx(wctx, func(store.Tx) error { return nil })
+	}
+	if err != nil {
 		r.e.log.Warn("flush on shutdown", "run", r.run.ID, "err", err)
 	}
 }

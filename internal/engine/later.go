@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/internal/store"
+)
+
+// A run's intermediate state — a step's start, its end — does not need a
+// commit of its own: nothing is acted on until a later write, and a crash
+// before that loses only output the resumed run produces again. Such
+// writes wait in the runner (later) and ride along with its next
+// transaction, in order, so that a turn whose model answers quickly
+// commits twice: at admission and at its end. They never wait longer than
+// the flush interval, so a reader does not see a stale transcript for
+// longer than streamed text already may be; and a tool never starts before
+// everything before it is durable (its running state is written by a
+// transaction that carries them).
+//
+// A pending write is a snapshot: it writes the values it captured, never
+// the runner's live state, so it can run on the timer's goroutine.
+type later struct {
+	mu     sync.Mutex
+	writes []func(w *writer)
+	timer  *time.Timer
+	closed bool
+	// ctx and runID are the run's, for the timer's flush.
+	ctx   context.Context
+	runID string
+}
+
+// later queues a write for the runner's next transaction, and makes sure
+// it is committed within the flush interval at the latest.
+func (r *runner) later(write func(w *writer)) {
+	l := &r.pending
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writes = append(l.writes, write)
+	if l.timer == nil && !l.closed {
+		l.timer = time.AfterFunc(r.e.cfg.FlushInterval, r.flushLater)
+	}
+}
+
+// tx runs fn in a transaction that first applies the pending writes. The
+// runner's transactions go one at a time (and one at a time with the
+// timer's flush), so an older snapshot never lands after a newer write.
+// When the transaction fails, the pending writes stay pending.
+func (r *runner) tx(ctx context.Context, fn func(tx store.Tx) error) error {
+	l := &r.pending
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	writes := l.writes
+	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
+		if len(writes) > 0 {
+			w := writer{ctx: ctx, tx: tx}
+			for _, write := range writes {
+				write(&w)
+			}
+			if w.err != nil {
+				return w.err
+			}
+		}
+		return fn(tx)
+	})
+	if err == nil && len(writes) > 0 {
+		l.writes = l.writes[len(writes):]
+		if len(l.writes) == 0 && l.timer != nil {
+			l.timer.Stop()
+			l.timer = nil
+		}
+	}
+	return err
+}
+
+// flushLater commits the pending writes on their own: the turn has run
+// for a flush interval without another write.
+func (r *runner) flushLater() {
+	l := &r.pending
+	l.mu.Lock()
+	l.timer = nil
+	closed := l.closed || len(l.writes) == 0
+	l.mu.Unlock()
+	if closed {
+		return
+	}
+	ctx, cancel := detached(l.ctx)
+	defer cancel()
+	if err := r.tx(ctx, func(store.Tx) error { return nil }); err != nil && ctx.Err() == nil {
+		// The runner's next transaction carries them again, and reports.
+		r.e.log.Debug("flush pending writes", "run", l.runID, "err", err)
+	}
+}
+
+// hasPending reports whether writes wait for the next transaction.
+func (r *runner) hasPending() bool {
+	r.pending.mu.Lock()
+	defer r.pending.mu.Unlock()
+	return len(r.pending.writes) > 0
+}
+
+// closeLater stops the timer for good; a flush already running finishes
+// first.
+func (r *runner) closeLater() {
+	l := &r.pending
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
