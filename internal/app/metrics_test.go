@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -17,6 +18,8 @@ import (
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/scripted"
 )
 
 // scrape reads /metrics the way Prometheus does.
@@ -289,4 +292,43 @@ func TestTwoCommitsPerQuickTurn(t *testing.T) {
 	if got := commits(t, n.app.URL()) - before; got != 4 {
 		t.Errorf("commits for a one-tool turn = %v, want 4", got)
 	}
+}
+
+// TestSilentStepBecomesVisible: writes that wait for the runner's next
+// transaction are committed by the flush interval at the latest, even
+// when the model sends nothing for a long time — a reader sees the step
+// begin while the model is still silent.
+func TestSilentStepBecomesVisible(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) {
+		models := llm.NewRegistry()
+		// One "second" of sleep: is a real second: the model is silent
+		// for a second before its first chunk.
+		models.Add(scripted.ProviderID, &scripted.Model{Second: time.Second}, nil)
+		c.Models = models
+	})
+	sid := n.session()
+	start := time.Now()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "sleep:1\nreply:late"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msgs, err := n.c.Messages(t.Context(), sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 2 && msgs[1].Info.Role == core.RoleAssistant {
+			if len(msgs[1].Parts) != 1 || msgs[1].Parts[0].Type != core.PartStepStart {
+				t.Fatalf("while the model is silent the step shows %d parts", len(msgs[1].Parts))
+			}
+			break
+		}
+		// The flush interval is 250 ms; the model's first chunk comes
+		// after a second.
+		if time.Since(start) > 800*time.Millisecond {
+			t.Fatal("the step was not visible while the model was silent")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	n.waitIdle(sid)
 }
