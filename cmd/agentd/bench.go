@@ -45,6 +45,8 @@ func cmdBench(ctx context.Context, args []string) error {
 	dbPath := fs.String("db", "", "soak: the server's database file, to sample its size (when --url is given)")
 	pid := fs.Int("pid", 0, "pid of the server, to sample its memory (when --url is given)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
+	baseline := fs.String("baseline", "", "compare with this earlier --json report and print the figures that got worse (never fails)")
+	tolerance := fs.Float64("tolerance", 0.5, "with --baseline: how much worse a figure may get before it is printed (0.5: 50%)")
 	strict := fs.Bool("strict", false, "exit 1 when a scenario saw errors, an unannounced SSE gap or a duplicate (for CI)")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
@@ -115,6 +117,9 @@ func cmdBench(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if *baseline != "" {
+		compareWith(*baseline, rep, *tolerance)
+	}
 	if *strict {
 		for _, r := range rep.Results {
 			if r.Errors > 0 || r.Figures["sse_gaps"] > 0 || r.Figures["sse_duplicates"] > 0 {
@@ -123,6 +128,31 @@ func cmdBench(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// compareWith prints how rep compares with the report in the file: a
+// regression is news for a person, not a reason to fail a build on a
+// machine whose timings move.
+func compareWith(path string, rep bench.Report, tolerance float64) {
+	var base bench.Report
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &base)
+	}
+	if err != nil {
+		fmt.Printf("\nbaseline %s: %v\n", path, err)
+		return
+	}
+	lines := bench.Compare(base, rep, tolerance)
+	fmt.Printf("\ncompared with %s (%s): ", path, base.Started)
+	if len(lines) == 0 {
+		fmt.Printf("no figure worse by more than %.0f%%\n", 100*tolerance)
+		return
+	}
+	fmt.Printf("%d worse\n", len(lines))
+	for _, l := range lines {
+		fmt.Println("  " + l)
+	}
 }
 
 func printReport(rep bench.Report) {
