@@ -23,20 +23,22 @@ import (
 )
 
 // scrape reads /metrics the way Prometheus does.
-func (n *node) scrape() map[string]*dto.MetricFamily {
-	n.t.Helper()
-	resp, err := http.Get(n.app.URL() + "/metrics")
+func (n *node) scrape() map[string]*dto.MetricFamily { return scrapeURL(n.t, n.app.URL()) }
+
+func scrapeURL(tb testing.TB, url string) map[string]*dto.MetricFamily {
+	tb.Helper()
+	resp, err := http.Get(url + "/metrics")
 	if err != nil {
-		n.t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		n.t.Fatalf("GET /metrics: %s", resp.Status)
+		tb.Fatalf("GET /metrics: %s", resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		n.t.Fatalf("parse /metrics: %v", err)
+		tb.Fatalf("parse /metrics: %v", err)
 	}
 	return fams
 }
@@ -241,17 +243,7 @@ func TestMetricsCountRecovery(t *testing.T) {
 // commit is one fsync with synchronous=FULL).
 func commits(tb testing.TB, url string) float64 {
 	tb.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	v, _ := value(fams, "agentd_store_commit_batch_size", nil)
+	v, _ := value(scrapeURL(tb, url), "agentd_store_commit_batch_size", nil)
 	return v
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
-	"github.com/agentd/agentd/internal/metrics"
 )
 
 // Tracing: a run is a trace of its own (it outlives the request that
@@ -129,7 +129,7 @@ func (r *runner) modelCall(ctx context.Context, p llm.Provider, req llm.Request)
 		span.SetStatus(codes.Error, err.Error())
 		return err
 	case errors.As(err, &apiErr) && apiErr.StatusCode != 0:
-		status = metrics.HTTPStatus(apiErr.StatusCode)
+		status = strconv.Itoa(apiErr.StatusCode)
 	default:
 		status = "error"
 	}

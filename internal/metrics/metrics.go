@@ -16,7 +16,6 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,7 +53,6 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	f := func(c prometheus.Collector) { reg.MustRegister(c) }
 	m := &Metrics{reg: reg}
 	m.runsStarted = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_runs_started_total",
 		Help: "Runs admitted on this node (a run counts once, when the prompt that starts it is accepted)."})
@@ -93,10 +91,8 @@ func New() *Metrics {
 	m.commitBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentd_store_commit_batch_size",
 		Help:    "Transactions that shared one durable commit (SQLite's group commit).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}})
-	for _, c := range []prometheus.Collector{m.runsStarted, m.runsEnded, m.runDuration, m.runSteps, m.recovered,
-		m.modelCalls, m.modelDuration, m.retries, m.tokens, m.cost, m.toolCalls, m.toolDuration, m.storeTx, m.commitBatch} {
-		f(c)
-	}
+	reg.MustRegister(m.runsStarted, m.runsEnded, m.runDuration, m.runSteps, m.recovered,
+		m.modelCalls, m.modelDuration, m.retries, m.tokens, m.cost, m.toolCalls, m.toolDuration, m.storeTx, m.commitBatch)
 	return m
 }
 
@@ -147,10 +143,6 @@ func (m *Metrics) ModelCall(provider, model, status string, d time.Duration) {
 	m.modelCalls.WithLabelValues(provider, model, status).Inc()
 	m.modelDuration.WithLabelValues(provider, model).Observe(d.Seconds())
 }
-
-// HTTPStatus is the status label of a model call that failed with an HTTP
-// status code.
-func HTTPStatus(code int) string { return strconv.Itoa(code) }
 
 // Retry counts a model call about to be retried.
 func (m *Metrics) Retry(provider, model string) {

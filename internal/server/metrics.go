@@ -8,20 +8,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/agentd/agentd/internal/metrics"
 )
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) *apiError {
-	s.metricsOnce.Do(func() {
-		s.metricsH = s.cfg.Metrics
-		if s.metricsH == nil {
-			// A server built without the node's metrics still reports the
-			// process's own.
-			s.metricsH = metrics.New().Handler()
-		}
-	})
-	s.metricsH.ServeHTTP(w, r)
+	s.cfg.Metrics.ServeHTTP(w, r)
 	return nil
 }
 

@@ -16,13 +16,13 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/mcp"
+	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/ui"
 	"go.opentelemetry.io/otel/trace"
@@ -78,9 +78,6 @@ type Server struct {
 	mux     *http.ServeMux
 	started time.Time
 	dirs    dirCache
-
-	metricsOnce sync.Once
-	metricsH    http.Handler
 }
 
 // route is one method on one path; the table drives both the mux and the
@@ -100,6 +97,11 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		// A server built without the node's metrics still reports the
+		// process's own.
+		cfg.Metrics = metrics.New().Handler()
 	}
 	s := &Server{cfg: cfg, st: st, eng: eng, hub: hub, log: cfg.Logger.With("component", "http"), started: time.Now()}
 	s.routes = []route{
@@ -201,14 +203,18 @@ func (s *Server) dispatch(rts []route) http.Handler {
 		allow = append(allow, rt.method)
 	}
 	sort.Strings(allow)
+	handlers := make([]func(http.ResponseWriter, *http.Request) *apiError, len(rts))
+	for i, rt := range rts {
+		handlers[i] = s.traced(rt, rt.h)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, rt := range rts {
+		for i, rt := range rts {
 			if r.Method == rt.method || (r.Method == http.MethodHead && rt.method == http.MethodGet) {
 				if !longRoute(rt) {
 					// A client that stops reading cannot hold a handler.
 					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 				}
-				if e := s.traced(rt, rt.h)(w, r); e != nil {
+				if e := handlers[i](w, r); e != nil {
 					writeError(w, e)
 				}
 				return

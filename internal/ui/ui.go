@@ -21,23 +21,17 @@ func Handler(prefix string) http.Handler {
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
-	fsrv := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
-		if name == "" || name == "index.html" {
-			// FileServer would redirect index.html to the directory, whose
-			// path ends in a slash.
-			name = "index.html"
-		}
-		r2 := r.Clone(r.Context())
-		r2.URL.Path = "/" + name
 		hdr := w.Header()
 		hdr.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 		hdr.Set("X-Content-Type-Options", "nosniff")
 		hdr.Set("Referrer-Policy", "no-referrer")
 		hdr.Set("Cache-Control", "no-cache")
-		if name == "index.html" {
-			b, err := fs.ReadFile(sub, name)
+		name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, prefix), "/")
+		if name == "" || name == "index.html" {
+			// Written directly: the file server would redirect index.html
+			// to its directory, whose path ends in a slash.
+			b, err := fs.ReadFile(sub, "index.html")
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
@@ -46,6 +40,6 @@ func Handler(prefix string) http.Handler {
 			_, _ = w.Write(b)
 			return
 		}
-		fsrv.ServeHTTP(w, r2)
+		http.ServeFileFS(w, r, sub, name)
 	})
 }

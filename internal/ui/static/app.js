@@ -423,7 +423,6 @@ class SessionView {
   }
 
   render() {
-    const s = state.sessions.get(this.id) || { id: this.id };
     this.head = h("div");
     this.transcript = h("div", { class: "transcript", dataset: { testid: "transcript" } });
     this.runsBox = h("div", { class: "runs", dataset: { testid: "runs" } });
@@ -457,7 +456,6 @@ class SessionView {
         h("div", {},
           h("div", { class: "panel" }, h("h2", {}, "Permission requests"), this.permBox),
           h("div", { class: "panel" }, h("h2", {}, "Runs"), this.runsBox))));
-    void s;
     this.update();
   }
 
