@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -436,5 +438,31 @@ func TestDashboardFiles(t *testing.T) {
 	}
 	if r := call(t, "GET", a.URL()+"/ui", "", map[string]string{"Host": "evil.example"}); r.status != 403 {
 		t.Errorf("dashboard under a foreign Host: %d", r.status)
+	}
+}
+
+// TestStreamHeadHeader: every event stream says in X-Agentd-Seq where the
+// log stood when it opened, so a client that saw no durable event yet can
+// still resume without a gap.
+func TestStreamHeadHeader(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	newSession(t, a)
+	_, last, err := a.Store.EventBounds(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for _, path := range []string{"/event", "/global/event"} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", a.URL()+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Agentd-Seq"); got != strconv.FormatInt(last, 10) || last == 0 {
+			t.Errorf("GET %s: X-Agentd-Seq %q, the log's head is %d", path, got, last)
+		}
 	}
 }

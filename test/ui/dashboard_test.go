@@ -239,10 +239,15 @@ func (p *page) newSession(title string) string {
 	return strings.TrimPrefix(p.eval("location.hash"), "#/session/")
 }
 
-// prompt sends text from the session page's prompt box.
+// prompt sends text from the session page's prompt box and waits until
+// the page has it admitted (the box is cleared). The button is clicked on
+// the element, not at a point of the screen: the transcript above it may
+// grow between the two.
 func (p *page) prompt(text string) {
 	p.t.Helper()
-	p.do(chromedp.SetValue(`[data-testid="prompt"]`, text), chromedp.Click(`[data-testid="send"]`))
+	p.do(chromedp.SetValue(`[data-testid="prompt"]`, text))
+	p.eval(`(() => { document.querySelector("[data-testid=send]").click(); return "" })()`)
+	p.waitJS(`document.querySelector("[data-testid=prompt]")?.value === ""`, "the prompt to be admitted")
 }
 
 // outcome waits for the transcript to show n run ends and returns the
