@@ -85,7 +85,7 @@ type Config struct {
 	// WebFetchAllow lists the networks the webfetch tool may reach although
 	// they are on this machine or private (agentd.webfetch.allow).
 	WebFetchAllow []netip.Prefix
-	// MaxConns bounds the connections served at once (default 1024).
+	// MaxConns bounds the connections served at once (default 4096).
 	MaxConns int
 	// Pprof serves Go's profiles under /debug/pprof/.
 	Pprof bool
@@ -218,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = 1024
+		cfg.MaxConns = 4096
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
 	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps}

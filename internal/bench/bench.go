@@ -116,7 +116,7 @@ func (r *runner) node() string {
 
 // Run executes the scenarios in order.
 func Run(ctx context.Context, o Options) (Report, error) {
-	r := &runner{o: o, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0}}}
+	r := &runner{o: o, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4096, MaxConnsPerHost: 0}}}
 	for _, u := range strings.Split(o.URL, ",") {
 		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
 			r.nodes = append(r.nodes, u)

@@ -30,6 +30,18 @@ const (
 	EventRunUpdated        = "run.updated"
 )
 
+// ChangesState reports whether an event of this type accompanies a change
+// of what a session's status is derived from: its runs, its pending
+// permissions, its existence. Every such change publishes one of these
+// types, so a waiter on a session's state need not look at the others.
+func ChangesState(typ string) bool {
+	switch typ {
+	case EventRunUpdated, EventPermissionAsked, EventPermissionReplied, EventSessionDeleted, EventSessionStatus:
+		return true
+	}
+	return false
+}
+
 // Event is one record of the event log. Durable events have Seq > 0 and
 // are replayable; live-only events (deltas, heartbeats) have Seq 0. The
 // seq travels outside the JSON object (the SSE id line), because opencode's

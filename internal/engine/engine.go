@@ -536,14 +536,24 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 	// the waiter registered.
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	var sessionID string
 	for {
-		_, changed := e.hub.Head()
+		// Only the run's own session's events can end it; watching the
+		// whole log would wake every waiter on every commit.
+		var changed <-chan struct{}
+		if sessionID != "" {
+			changed = e.hub.Watch(sessionID)
+		}
 		run, err := e.st.Run(ctx, runID)
 		if err != nil {
 			return run, err
 		}
 		if core.TerminalState(run.State) {
 			return run, nil
+		}
+		if sessionID == "" {
+			sessionID = run.SessionID
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -560,7 +570,7 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 // returns the current status and ctx's error.
 func (e *Engine) WaitIdle(ctx context.Context, sessionID, runID string) (core.SessionStatus, error) {
 	for {
-		_, changed := e.hub.Head()
+		changed := e.hub.Watch(sessionID)
 		st, done, err := e.idleYet(ctx, sessionID, runID)
 		if ctx.Err() != nil {
 			break

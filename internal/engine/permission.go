@@ -138,7 +138,7 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 		return req, err
 	}
 	for {
-		_, changed := e.hub.Head()
+		changed := e.hub.Watch(r.run.SessionID)
 		cur, err := e.st.Permission(ctx, req.ID)
 		if err != nil {
 			return req, err

@@ -42,6 +42,10 @@ type Hub struct {
 	head    int64
 	size    int
 	changed chan struct{}
+	// watch holds, per session, a channel closed when the next event that
+	// changes that session's state is published: a waiter is not woken by
+	// the streamed text of its own session or by every other session.
+	watch map[string]chan struct{}
 
 	subMu sync.Mutex
 	subs  map[*Subscription]struct{}
@@ -62,6 +66,7 @@ func NewHub(st store.Reader, lastSeq int64, ringSize int) *Hub {
 	return &Hub{
 		st: st, start: lastSeq + 1, head: lastSeq, size: ringSize,
 		changed: make(chan struct{}),
+		watch:   make(map[string]chan struct{}),
 		subs:    make(map[*Subscription]struct{}),
 		sent:    make(chan struct{}),
 	}
@@ -93,11 +98,31 @@ func (h *Hub) Publish(evs []core.Event) {
 		}
 		h.ring = append(h.ring, ev)
 		h.head = ev.Seq
+		if w, ok := h.watch[ev.SessionID]; ok && core.ChangesState(ev.Type) {
+			close(w)
+			delete(h.watch, ev.SessionID)
+		}
 	}
 	ch := h.changed
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
 	close(ch)
+}
+
+// Watch returns a channel closed when a durable event of the session that
+// changes its state (core.ChangesState) is published after the call.
+// Callers watch first and then read the state they wait on, so that
+// nothing committed in between is missed. A watched session that never
+// changes again keeps one entry until it is deleted.
+func (h *Hub) Watch(sessionID string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w, ok := h.watch[sessionID]
+	if !ok {
+		w = make(chan struct{})
+		h.watch[sessionID] = w
+	}
+	return w
 }
 
 // Head returns the last known seq and a channel closed when it moves.

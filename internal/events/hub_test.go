@@ -216,3 +216,47 @@ func TestHubReadReportsPrunedHole(t *testing.T) {
 		t.Fatalf("read from the retained start: %d events through %d, %v", len(evs), through, err)
 	}
 }
+
+// A waiter on one session wakes when that session's state changes, and
+// not for streamed text or for other sessions: with 1,000 blocked prompts,
+// waking all of them on every commit cost a sixth of the server's CPU.
+func TestWatchWakesOnlyForStateOfItsSession(t *testing.T) {
+	h := NewHub(&logReader{}, 0, 0)
+	seq := int64(0)
+	publish := func(sid, typ string) {
+		seq++
+		h.Publish([]core.Event{{Seq: seq, SessionID: sid, Type: typ}})
+	}
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	w := h.Watch("ses_a")
+	if h.Watch("ses_a") != w {
+		t.Fatal("two waiters on one session should share a channel")
+	}
+	publish("ses_b", core.EventRunUpdated)
+	publish("ses_a", core.EventPartUpdated)
+	publish("ses_a", core.EventMessageUpdated)
+	if closed(w) {
+		t.Fatal("woken by another session's run or by its own text")
+	}
+	publish("ses_a", core.EventRunUpdated)
+	if !closed(w) {
+		t.Fatal("not woken by its run's change")
+	}
+	for _, typ := range []string{core.EventPermissionAsked, core.EventPermissionReplied, core.EventSessionDeleted} {
+		w := h.Watch("ses_a")
+		publish("ses_a", typ)
+		if !closed(w) {
+			t.Fatalf("not woken by %s", typ)
+		}
+	}
+	if len(h.watch) != 0 {
+		t.Fatalf("%d watches left after they fired", len(h.watch))
+	}
+}

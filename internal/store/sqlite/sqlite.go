@@ -43,6 +43,8 @@ type Store struct {
 	w    *sql.DB
 	r    *sql.DB
 	path string
+	// ws and rs keep the writer's and the readers' prepared statements.
+	ws, rs *stmtCache
 
 	// Write transactions go through one committer goroutine, which runs
 	// the ones waiting together in a single SQLite transaction (each in its
@@ -131,7 +133,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	s := &Store{w: w, r: r, path: path, reqs: make(chan *txReq), stopped: make(chan struct{}), done: make(chan struct{})}
-	s.Reader = sqlstore.Reader{Q: r, D: dialect}
+	s.ws, s.rs = newStmtCache(w, true), newStmtCache(r, false)
+	s.Reader = sqlstore.Reader{Q: s.rs.querier(), D: dialect}
 	go s.committer()
 	return s, nil
 }
@@ -268,6 +271,7 @@ func (s *Store) committer() {
 			}
 		}
 		s.commitBatch(batch)
+		s.ws.prepareNoted(context.Background())
 		s.wmu.Lock()
 		observe := s.observeBatch
 		s.wmu.Unlock()
@@ -294,17 +298,18 @@ func (s *Store) commitBatch(batch []*txReq) {
 		finish(fmt.Errorf("begin: %w", err))
 		return
 	}
+	q := s.ws.tx(sqlTx)
 	ok := 0
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.fail = err
 			continue
 		}
-		if _, err := sqlTx.ExecContext(ctx, "SAVEPOINT agentd_tx"); err != nil {
+		if _, err := q.ExecContext(ctx, "SAVEPOINT agentd_tx"); err != nil {
 			r.fail = fmt.Errorf("savepoint: %w", err)
 			continue
 		}
-		t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: shielded{sqlTx}, D: dialect}}
+		t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: shielded{q}, D: dialect}}
 		err := runFn(r.fn, t)
 		if err == nil {
 			err = t.Seal(ctx)
@@ -321,7 +326,7 @@ func (s *Store) commitBatch(batch []*txReq) {
 			}
 			continue
 		}
-		if _, err := sqlTx.ExecContext(ctx, "RELEASE agentd_tx"); err != nil {
+		if _, err := q.ExecContext(ctx, "RELEASE agentd_tx"); err != nil {
 			_ = sqlTx.Rollback()
 			finish(fmt.Errorf("release savepoint: %w", err))
 			return
@@ -436,6 +441,8 @@ func (s *Store) Close() error {
 		<-s.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		s.rs.close()
+		s.ws.close()
 		_, _ = s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
 	})
