@@ -181,7 +181,7 @@ func (n *node) waitFor(sid string, ok func(core.SessionStatus) bool) core.Sessio
 	defer cancel()
 	for {
 		_, changed := n.app.Hub.Head()
-		st, err := store.Status(ctx, n.app.Store, sid)
+		st, err := n.app.Store.SessionStatus(ctx, sid)
 		if err != nil {
 			n.t.Fatal(err)
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/core"
-	"github.com/agentd/agentd/internal/store"
 )
 
 func TestReplyRun(t *testing.T) {
@@ -651,7 +650,7 @@ func TestStoreStatusMatchesAPI(t *testing.T) {
 	n := startNode(t)
 	sid := n.session()
 	n.send(sid, "reply:x")
-	st, err := store.Status(t.Context(), n.app.Store, sid)
+	st, err := n.app.Store.SessionStatus(t.Context(), sid)
 	if err != nil {
 		t.Fatal(err)
 	}

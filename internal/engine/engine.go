@@ -589,7 +589,7 @@ func (e *Engine) WaitIdle(ctx context.Context, sessionID, runID string) (core.Se
 	// Report the status as of now, on a context that still works.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	st, err := store.Status(rctx, e.st, sessionID)
+	st, err := e.st.SessionStatus(rctx, sessionID)
 	if err != nil {
 		return st, err
 	}
@@ -598,7 +598,7 @@ func (e *Engine) WaitIdle(ctx context.Context, sessionID, runID string) (core.Se
 
 // idleYet reads the session's status and reports whether the wait is over.
 func (e *Engine) idleYet(ctx context.Context, sessionID, runID string) (core.SessionStatus, bool, error) {
-	st, err := store.Status(ctx, e.st, sessionID)
+	st, err := e.st.SessionStatus(ctx, sessionID)
 	if err != nil {
 		return st, false, err
 	}

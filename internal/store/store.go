@@ -76,10 +76,14 @@ type Reader interface {
 	// ActiveRuns lists non-terminal runs, oldest first; all sessions when
 	// sessionID is empty.
 	ActiveRuns(ctx context.Context, sessionID string) ([]core.Run, error)
-	// StatusRuns returns, in one read, the session's oldest non-terminal
-	// run and its most recently ended run (either may be nil), or
-	// ErrNotFound when the session does not exist.
-	StatusRuns(ctx context.Context, sessionID string) (active, last *core.Run, err error)
+	// SessionStatus returns the session's status, derived from its durable
+	// runs: busy or retry while it has a non-terminal run, idle (with the
+	// last outcome) otherwise; ErrNotFound when the session does not
+	// exist.
+	SessionStatus(ctx context.Context, sessionID string) (core.SessionStatus, error)
+	// ActiveStatuses returns the status of every session that has a
+	// non-terminal run, keyed by session id.
+	ActiveStatuses(ctx context.Context) (map[string]core.SessionStatus, error)
 	// Permission returns one permission request or ErrNotFound.
 	Permission(ctx context.Context, id string) (core.PermissionRequest, error)
 	// PendingPermissions lists unanswered requests, oldest first; all
@@ -151,35 +155,4 @@ type Store interface {
 	PruneEvents(ctx context.Context, olderThanMS int64, keep int) (int64, error)
 	// Close releases the store. It is safe to call more than once.
 	Close() error
-}
-
-// Status derives a session's status from durable runs: ErrNotFound for a
-// session that does not exist, busy or retry while it has a non-terminal
-// run, idle (with the last outcome) otherwise.
-func Status(ctx context.Context, r Reader, sessionID string) (core.SessionStatus, error) {
-	active, last, err := r.StatusRuns(ctx, sessionID)
-	if err != nil {
-		return core.SessionStatus{}, err
-	}
-	if active != nil {
-		return core.StatusOf(active, nil), nil
-	}
-	return core.StatusOf(nil, last), nil
-}
-
-// ActiveStatuses returns the status of every session that has a
-// non-terminal run, keyed by session id.
-func ActiveStatuses(ctx context.Context, r Reader) (map[string]core.SessionStatus, error) {
-	runs, err := r.ActiveRuns(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]core.SessionStatus, len(runs))
-	for i := range runs {
-		if _, ok := out[runs[i].SessionID]; ok {
-			continue
-		}
-		out[runs[i].SessionID] = core.StatusOf(&runs[i], nil)
-	}
-	return out, nil
 }

@@ -251,7 +251,7 @@ func TestRunAttach(t *testing.T) {
 			if len(list) == 0 {
 				return false
 			}
-			st, err := store.Status(t.Context(), n.app.Store, list[0].ID)
+			st, err := n.app.Store.SessionStatus(t.Context(), list[0].ID)
 			if err == nil && st.Type == core.StatusBusy && len(texts(n.transcript(t, list[0].ID), core.RoleUser)) == 1 &&
 				texts(n.transcript(t, list[0].ID), core.RoleUser)[0] == "sleep:60" {
 				sid = list[0].ID

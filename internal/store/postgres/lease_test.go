@@ -130,7 +130,7 @@ func TestFencing(t *testing.T) {
 	if err := write(a, &la, 2); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("write under an expired lease: %v", err)
 	}
-	if st, _ := store.Status(t.Context(), b, run.SessionID); st.Type != core.StatusBusy || st.Phase != core.PhaseRecovering {
+	if st, _ := b.SessionStatus(t.Context(), run.SessionID); st.Type != core.StatusBusy || st.Phase != core.PhaseRecovering {
 		t.Errorf("status while nobody holds the run = %+v, want busy/recovering", st)
 	}
 	cb, ok, err := b.Claim(t.Context(), run.ID, 10*time.Second)

@@ -92,7 +92,7 @@ func BenchmarkStatusRead(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, err := store.Status(ctx, s, ids[i%len(ids)]); err != nil {
+			if _, err := s.SessionStatus(ctx, ids[i%len(ids)]); err != nil {
 				b.Fatal(err)
 			}
 			i++
@@ -102,7 +102,7 @@ func BenchmarkStatusRead(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
 			for pb.Next() {
-				if _, err := store.Status(ctx, s, ids[i%len(ids)]); err != nil {
+				if _, err := s.SessionStatus(ctx, ids[i%len(ids)]); err != nil {
 					b.Error(err)
 					return
 				}
@@ -113,7 +113,7 @@ func BenchmarkStatusRead(b *testing.B) {
 	b.Run("list", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			m, err := store.ActiveStatuses(ctx, s)
+			m, err := s.ActiveStatuses(ctx)
 			if err != nil || len(m) != 100 {
 				b.Fatalf("%d %v", len(m), err)
 			}

@@ -134,7 +134,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxIdleConns(n)
 	s := &Store{w: w, r: r, path: path, reqs: make(chan *txReq), stopped: make(chan struct{}), done: make(chan struct{})}
 	s.ws, s.rs = newStmtCache(w, true), newStmtCache(r, false)
-	s.Reader = sqlstore.Reader{Q: s.rs.querier(), D: dialect}
+	s.Reader = sqlstore.Reader{Q: s.rs.querier(), D: dialect, Memo: &sqlstore.StatusMemo{}}
 	go s.committer()
 	return s, nil
 }
@@ -450,6 +450,7 @@ func (s *Store) Close() error {
 }
 
 var dialect = &sqlstore.Dialect{
+	StatusColumn: true,
 	IsConflict: func(err error) bool {
 		var se *sqlite.Error
 		if errors.As(err, &se) {

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/store/sqlstore"
@@ -104,5 +106,63 @@ func TestCancelledCallerSparesTheBatch(t *testing.T) {
 	all, _ := s.Sessions(t.Context(), store.SessionQuery{})
 	if len(all) != 1 {
 		t.Errorf("%d sessions, want only the other caller's", len(all))
+	}
+}
+
+// A database written before the status column existed (its sessions have
+// none) still reports the status derived from the runs, per session and in
+// the list, until a transaction rewrites it.
+func TestStatusWithoutStoredColumn(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "a.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	busy, idle := storetest.NewSession("/a", now), storetest.NewSession("/a", now)
+	run := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: busy.ID, State: core.RunRunning, Time: core.RunTime{Created: now}}
+	ended := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: idle.ID, State: core.RunFailed, Reason: "x", Time: core.RunTime{Created: now, Ended: now}}
+	if err := s.Tx(ctx, func(tx store.Tx) error {
+		return errors.Join(tx.InsertSession(ctx, busy), tx.InsertSession(ctx, idle), tx.InsertRun(ctx, run), tx.InsertRun(ctx, ended))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What migration 0004 leaves behind on an older database.
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE sessions SET status = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err = sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, err := s.SessionStatus(ctx, busy.ID); err != nil || st.Type != core.StatusBusy || st.RunID != run.ID {
+		t.Errorf("busy session without a stored status: %+v, %v", st, err)
+	}
+	if st, err := s.SessionStatus(ctx, idle.ID); err != nil || st.Type != core.StatusIdle || st.Last == nil || st.Last.Outcome != core.RunFailed {
+		t.Errorf("idle session without a stored status: %+v, %v", st, err)
+	}
+	if m, err := s.ActiveStatuses(ctx); err != nil || len(m) != 1 || m[busy.ID].Type != core.StatusBusy {
+		t.Errorf("active statuses without stored ones: %+v, %v", m, err)
+	}
+	run.State, run.Time.Ended = core.RunSucceeded, now+1
+	if err := s.Tx(ctx, func(tx store.Tx) error { return tx.UpdateRun(ctx, run) }); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.ActiveStatuses(ctx); err != nil || len(m) != 0 {
+		t.Errorf("after the run ended: %+v, %v", m, err)
+	}
+	if st, _ := s.SessionStatus(ctx, busy.ID); st.Type != core.StatusIdle || st.Last == nil || st.Last.RunID != run.ID {
+		t.Errorf("after the run ended: %+v", st)
 	}
 }

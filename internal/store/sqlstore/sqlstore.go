@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
@@ -44,6 +46,12 @@ type Dialect struct {
 	RunData string
 	// LastSeq returns the last assigned seq.
 	LastSeq func(ctx context.Context, q Querier) (int64, error)
+	// StatusColumn keeps each session's status, derived from its runs,
+	// in the sessions row (status, active), rewritten by every
+	// transaction that changes one of its runs, so that a status read is
+	// one row. A driver whose status also depends on the clock (RunData)
+	// cannot store it and derives it at each read.
+	StatusColumn bool
 }
 
 // runData is the expression that reads a run's JSON.
@@ -76,6 +84,38 @@ func (d *Dialect) rebind(q string) string {
 type Reader struct {
 	Q Querier
 	D *Dialect
+	// Memo, when set, keeps the last decoded list of stored statuses.
+	Memo *StatusMemo
+}
+
+// StatusMemo remembers the statuses decoded from the last list read
+// (Dialect.StatusColumn), keyed by the exact text read from the database:
+// a read that finds the same text skips the decoding, and a read that
+// finds another decodes it, so what is returned is always what is stored.
+type StatusMemo struct {
+	mu  sync.Mutex
+	raw string
+	m   map[string]core.SessionStatus
+}
+
+// decode returns the statuses in raw, a JSON object keyed by session id.
+// The map returned is shared and must not be modified.
+func (c *StatusMemo) decode(raw string) (map[string]core.SessionStatus, error) {
+	if c != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.m != nil && c.raw == raw {
+			return c.m, nil
+		}
+	}
+	m := map[string]core.SessionStatus{}
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil, err
+	}
+	if c != nil {
+		c.raw, c.m = raw, m
+	}
+	return m, nil
 }
 
 var _ store.Reader = Reader{}
@@ -404,7 +444,7 @@ func (r Reader) RunPermissions(ctx context.Context, runID string) ([]core.Permis
 }
 
 // StatusRuns implements store.Reader.
-func (r Reader) StatusRuns(ctx context.Context, sessionID string) (active, last *core.Run, err error) {
+func (r Reader) statusRuns(ctx context.Context, sessionID string) (active, last *core.Run, err error) {
 	var exists sql.NullInt64
 	var a, l sql.NullString
 	err = r.queryRow(ctx, `SELECT
@@ -435,6 +475,93 @@ func (r Reader) StatusRuns(ctx context.Context, sessionID string) (active, last 
 		return nil, nil, err
 	}
 	return active, last, nil
+}
+
+// derivedStatus reads the runs a status is derived from.
+func (r Reader) derivedStatus(ctx context.Context, sessionID string) (core.SessionStatus, error) {
+	active, last, err := r.statusRuns(ctx, sessionID)
+	if err != nil {
+		return core.SessionStatus{}, err
+	}
+	if active != nil {
+		return core.StatusOf(active, nil), nil
+	}
+	return core.StatusOf(nil, last), nil
+}
+
+// SessionStatus implements store.Reader.
+func (r Reader) SessionStatus(ctx context.Context, sessionID string) (core.SessionStatus, error) {
+	if !r.D.StatusColumn {
+		return r.derivedStatus(ctx, sessionID)
+	}
+	var data sql.NullString
+	err := r.queryRow(ctx, `SELECT status FROM sessions WHERE id = ?`, sessionID).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.SessionStatus{}, store.ErrNotFound
+	}
+	if err != nil {
+		return core.SessionStatus{}, fmt.Errorf("read status of %s: %w", sessionID, err)
+	}
+	if !data.Valid {
+		// Not written since the column was added.
+		return r.derivedStatus(ctx, sessionID)
+	}
+	var st core.SessionStatus
+	if err := json.Unmarshal([]byte(data.String), &st); err != nil {
+		return st, fmt.Errorf("decode status of %s: %w", sessionID, err)
+	}
+	return st, nil
+}
+
+// ActiveStatuses implements store.Reader.
+func (r Reader) ActiveStatuses(ctx context.Context) (map[string]core.SessionStatus, error) {
+	if !r.D.StatusColumn {
+		runs, err := r.ActiveRuns(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]core.SessionStatus, len(runs))
+		for i := range runs {
+			if _, ok := out[runs[i].SessionID]; !ok {
+				out[runs[i].SessionID] = core.StatusOf(&runs[i], nil)
+			}
+		}
+		return out, nil
+	}
+	// One row holding every busy session's stored status as a JSON object
+	// (concatenated, not re-parsed by SQLite), so that the list costs one
+	// string, decoded only when it changed since the last read (a poller
+	// mostly reads the same statuses again).
+	var raw string
+	if err := r.queryRow(ctx, `SELECT '{' || coalesce(group_concat(json_quote(id) || ':' || coalesce(status, 'null'), ','), '') || '}' FROM sessions WHERE active = 1`).Scan(&raw); err != nil {
+		return nil, fmt.Errorf("list active sessions: %w", err)
+	}
+	stored, err := r.Memo.decode(raw)
+	if err != nil {
+		return nil, fmt.Errorf("decode active statuses: %w", err)
+	}
+	out := make(map[string]core.SessionStatus, len(stored))
+	var stale []string
+	for id, st := range stored {
+		if st.Type == "" {
+			stale = append(stale, id) // not written since the column was added
+			continue
+		}
+		out[id] = st
+	}
+	for _, id := range stale {
+		st, err := r.derivedStatus(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if st.Type != core.StatusIdle {
+			out[id] = st
+		}
+	}
+	return out, nil
 }
 
 // Events implements store.Reader.
@@ -497,6 +624,16 @@ type Tx struct {
 	Reader
 	Appended []core.Event
 	locked   map[string]bool
+	// runsOf lists the sessions whose runs this transaction changed, whose
+	// stored status Seal rewrites (Dialect.StatusColumn).
+	runsOf []string
+}
+
+// runChanged notes that a run of the session changed.
+func (t *Tx) runChanged(sessionID string) {
+	if t.D.StatusColumn && !slices.Contains(t.runsOf, sessionID) {
+		t.runsOf = append(t.runsOf, sessionID)
+	}
 }
 
 var _ store.Tx = (*Tx)(nil)
@@ -657,8 +794,12 @@ func (t *Tx) InsertRun(ctx context.Context, r core.Run) error {
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, "run", `INSERT INTO runs (id, session_id, state, created_ms, ended_ms, data) VALUES (?, ?, ?, ?, ?, ?)`,
-		r.ID, r.SessionID, r.State, r.Time.Created, r.Time.Ended, data)
+	if err := t.insert(ctx, "run", `INSERT INTO runs (id, session_id, state, created_ms, ended_ms, data) VALUES (?, ?, ?, ?, ?, ?)`,
+		r.ID, r.SessionID, r.State, r.Time.Created, r.Time.Ended, data); err != nil {
+		return err
+	}
+	t.runChanged(r.SessionID)
+	return nil
 }
 
 // UpdateRun implements store.Tx.
@@ -677,6 +818,7 @@ func (t *Tx) UpdateRun(ctx context.Context, r core.Run) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	} else if n == 1 {
+		t.runChanged(r.SessionID)
 		return nil
 	}
 	var state string
@@ -734,6 +876,27 @@ func (t *Tx) AppendEvent(_ context.Context, ev core.Event) error {
 // seq. Drivers call it last, right before the commit: a driver that
 // serialises seq assignment then holds that lock only for the commit.
 func (t *Tx) Seal(ctx context.Context) error {
+	for _, id := range t.runsOf {
+		st, err := t.derivedStatus(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted in this transaction
+		}
+		if err != nil {
+			return err
+		}
+		data, err := encode(st)
+		if err != nil {
+			return err
+		}
+		active := 0
+		if st.Type != core.StatusIdle {
+			active = 1
+		}
+		if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, active = ? WHERE id = ?`, data, active, id); err != nil {
+			return fmt.Errorf("store status of %s: %w", id, err)
+		}
+	}
+	t.runsOf = t.runsOf[:0]
 	if len(t.Appended) == 0 {
 		return nil
 	}

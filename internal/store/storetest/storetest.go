@@ -285,14 +285,14 @@ func testRunsAndStatus(t *testing.T, s store.Store, _ func() store.Store) {
 	now := time.Now().UnixMilli()
 	sess := NewSession("/a", now)
 	insertSession(t, s, sess)
-	st, err := store.Status(ctx(t), s, sess.ID)
+	st, err := s.SessionStatus(ctx(t), sess.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(core.SessionStatus{Type: core.StatusIdle}, st); diff != "" {
 		t.Errorf("never-ran status (-want +got):\n%s", diff)
 	}
-	if _, err := store.Status(ctx(t), s, "ses_nope"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.SessionStatus(ctx(t), "ses_nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("status of missing session: err = %v, want ErrNotFound", err)
 	}
 	r1 := newRun(sess.ID, core.RunRunning, now)
@@ -303,13 +303,13 @@ func testRunsAndStatus(t *testing.T, s store.Store, _ func() store.Store) {
 		}
 		return tx.InsertRun(ctx(t), r2)
 	})
-	st, _ = store.Status(ctx(t), s, sess.ID)
+	st, _ = s.SessionStatus(ctx(t), sess.ID)
 	if st.Type != core.StatusBusy || st.RunID != r1.ID {
 		t.Errorf("status with running run = %+v", st)
 	}
 	r1.State, r1.Attempt, r1.RetryMessage, r1.NextRetry = core.RunRetrying, 2, "rate limited", now+2000
 	mustTx(t, s, func(tx store.Tx) error { return tx.UpdateRun(ctx(t), r1) })
-	st, _ = store.Status(ctx(t), s, sess.ID)
+	st, _ = s.SessionStatus(ctx(t), sess.ID)
 	if diff := cmp.Diff(core.SessionStatus{Type: core.StatusRetry, RunID: r1.ID, Attempt: 2, Message: "rate limited", Next: now + 2000}, st); diff != "" {
 		t.Errorf("retry status (-want +got):\n%s", diff)
 	}
@@ -321,7 +321,7 @@ func testRunsAndStatus(t *testing.T, s store.Store, _ func() store.Store) {
 		}
 		return tx.UpdateRun(ctx(t), r2)
 	})
-	st, _ = store.Status(ctx(t), s, sess.ID)
+	st, _ = s.SessionStatus(ctx(t), sess.ID)
 	want := core.SessionStatus{Type: core.StatusIdle, Last: &core.LastRun{RunID: r2.ID, Outcome: core.RunSucceeded, Time: now + 20}}
 	if diff := cmp.Diff(want, st); diff != "" {
 		t.Errorf("idle status (-want +got):\n%s", diff)
@@ -356,7 +356,7 @@ func testActiveStatuses(t *testing.T, s store.Store, _ func() store.Store) {
 		}
 		mustTx(t, s, func(tx store.Tx) error { return tx.InsertRun(ctx(t), r) })
 	}
-	m, err := store.ActiveStatuses(ctx(t), s)
+	m, err := s.ActiveStatuses(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
