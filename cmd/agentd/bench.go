@@ -30,10 +30,11 @@ func cmdBench(ctx context.Context, args []string) error {
 	database := fs.String("database", "", "without --url: start the nodes on this database (postgres://…; default a fresh SQLite file)")
 	nodes := fs.Int("nodes", 1, "without --url: how many nodes to start (more than one needs --database postgres://…)")
 	model := fs.String("model", "fake/fake-model", "provider/model the server knows fakellm as")
-	scen := fs.String("scenarios", "startup,turn,concurrency,status,fanout", "scenarios to run")
+	scen := fs.String("scenarios", "startup,ceiling,turn,concurrency,paced,status,fanout", "scenarios to run")
 	turns := fs.Int("turns", 300, "turn: sequential prompts")
-	sessions := fs.Int("sessions", 200, "concurrency: sessions at once")
-	turnsEach := fs.Int("turns-each", 2, "concurrency: turns per session")
+	sessions := fs.Int("sessions", 1000, "concurrency and paced: sessions at once")
+	turnsEach := fs.Int("turns-each", 2, "concurrency and paced: turns per session")
+	think := fs.Duration("think", 2*time.Second, "paced: the model's time before each of its answers")
 	busy := fs.Int("busy", 100, "status: busy sessions")
 	idle := fs.Int("idle", 900, "status: idle sessions created beside the busy ones")
 	dur := fs.Duration("duration", 5*time.Second, "status and fanout: how long each runs")
@@ -55,7 +56,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := bench.Options{URL: strings.TrimRight(*url, "/"), Model: ref, Turns: *turns, Sessions: *sessions, TurnsEach: *turnsEach,
+	opts := bench.Options{URL: strings.TrimRight(*url, "/"), Model: ref, Turns: *turns, Sessions: *sessions, TurnsEach: *turnsEach, Think: *think,
 		Busy: *busy, Idle: *idle, Duration: *dur, Subscribers: *subs, Producers: *producers, PID: *pid, Progress: os.Stderr,
 		SoakDuration: *soak, Sample: *sample, SoakWorkers: *soakWorkers, DBPath: *dbPath}
 	var startup []time.Duration
@@ -95,6 +96,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		}
 		if *database == "" {
 			opts.DBPath = filepath.Join(srv.dir, "agentd.db")
+			opts.CeilingDir = srv.dir
 		}
 	} else if wantStartup {
 		fmt.Fprintln(os.Stderr, "startup: skipped, the server was started elsewhere")

@@ -286,13 +286,7 @@ func TestTitle(t *testing.T) {
 	n, fake := modelNode(t, providerKinds[0], "", `, "small_model": "fake/small"`)
 	sid := n.session()
 	n.send(sid, "title:Fix the flaky parser test\nreply:ok")
-	waitTitle := func(want string) {
-		n.waitTranscript(sid, func([]core.MessageWithParts) bool {
-			s, err := n.app.Store.Session(t.Context(), sid)
-			return err == nil && s.Title == want
-		})
-	}
-	waitTitle("Fix the flaky parser test")
+	n.waitTitle(sid, "Fix the flaky parser test")
 	n.send(sid, "title:Something else\nreply:ok")
 	time.Sleep(200 * time.Millisecond)
 	if s, _ := n.app.Store.Session(t.Context(), sid); s.Title != "Fix the flaky parser test" {

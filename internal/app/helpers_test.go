@@ -106,6 +106,10 @@ func startWith(t *testing.T, cfg app.Config, counter *atomic.Int64) *node {
 }
 
 func (n *node) stop() {
+	// A request cancelled while its connection was being dialled leaves
+	// the connection in the client's pool without ever sending on it; the
+	// server's Shutdown counts such a connection as active for 5 s.
+	n.c.HTTPClient().CloseIdleConnections()
 	if err := n.app.Stop(context.Background()); err != nil {
 		n.t.Errorf("stop: %v", err)
 	}
@@ -284,4 +288,15 @@ func (n *node) waitTranscript(sid string, ok func([]core.MessageWithParts) bool)
 			n.t.Fatalf("transcript of %s never reached the wanted state", sid)
 		}
 	}
+}
+
+// waitTitle blocks until the session's title is want. A session's first
+// prompt writes its title from a goroutine of its own, whose commit a test
+// counting commits or events must not mistake for the turn's.
+func (n *node) waitTitle(sid, want string) {
+	n.t.Helper()
+	n.waitTranscript(sid, func([]core.MessageWithParts) bool {
+		s, err := n.app.Store.Session(n.t.Context(), sid)
+		return err == nil && s.Title == want
+	})
 }

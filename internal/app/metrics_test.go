@@ -253,9 +253,13 @@ func commits(tb testing.TB, url string) float64 {
 // running state and its result durable.
 func TestTwoCommitsPerQuickTurn(t *testing.T) {
 	t.Parallel()
-	n := startNode(t)
+	// "Quick" is within the flush interval; a loaded machine must not
+	// make this turn slow enough for the timer to commit in between
+	// (TestSilentStepBecomesVisible pins the timer).
+	n := startNode(t, func(c *app.Config) { c.Engine.FlushInterval = time.Minute })
 	sid := n.session()
-	n.send(sid, "reply:warm up")
+	n.send(sid, "title:Warm\nreply:warm up")
+	n.waitTitle(sid, "Warm")
 	before := commits(t, n.app.URL())
 	m := n.send(sid, "reply:quick")
 	if got := commits(t, n.app.URL()) - before; got != 2 {

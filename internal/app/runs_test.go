@@ -268,10 +268,11 @@ func TestBusyPolicies(t *testing.T) {
 
 	t.Run("reject", func(t *testing.T) {
 		sid := n.session()
-		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "tool:block:{}"}); err != nil {
+		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "title:Blocked\ntool:block:{}"}); err != nil {
 			t.Fatal(err)
 		}
 		n.waitToolRunning(sid)
+		n.waitTitle(sid, "Blocked")
 		_, last, _ := n.app.Store.EventBounds(ctx)
 		err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "reply:x", Busy: "reject"})
 		var ce *client.Error

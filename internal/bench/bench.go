@@ -29,12 +29,17 @@ type Options struct {
 	// URL is the server; several comma-separated are the nodes of one
 	// cluster, to which requests go round-robin as through a load
 	// balancer without affinity.
-	URL         string
-	Model       core.ModelRef
-	Scenarios   []string
-	Turns       int           // turn: sequential prompts
-	Sessions    int           // concurrency: sessions at once
-	TurnsEach   int           // concurrency: turns per session
+	URL       string
+	Model     core.ModelRef
+	Scenarios []string
+	Turns     int // turn: sequential prompts
+	Sessions  int // concurrency and paced: sessions at once
+	TurnsEach int // concurrency and paced: turns per session
+	// Think is the model's time per step in the paced scenario.
+	Think time.Duration
+	// CeilingDir is where the ceiling scenario measures the disk: the
+	// directory of the server's database (default the temporary one).
+	CeilingDir  string
 	Busy        int           // status: busy sessions
 	Idle        int           // status: idle sessions created beside the busy ones
 	Duration    time.Duration // status and fan-out: how long
@@ -107,6 +112,8 @@ type runner struct {
 	rr    atomic.Uint64
 	http  *http.Client
 	peak  atomic.Int64
+	// ceiling is the commit rate measured by the ceiling scenario.
+	ceiling float64
 }
 
 // node returns the next node, round-robin.
@@ -139,8 +146,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		switch sc {
 		case "turn":
 			res, err = r.turn(ctx)
+		case "ceiling":
+			res, err = r.measureCeiling(ctx)
 		case "concurrency":
-			res, err = r.concurrency(ctx)
+			res, err = r.concurrency(ctx, sc, 0)
+		case "paced":
+			res, err = r.concurrency(ctx, sc, r.o.Think)
 		case "status":
 			res, err = r.status(ctx)
 		case "fanout":

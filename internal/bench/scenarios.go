@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store/sqlite"
 )
 
 // turn: sequential reply: prompts; latency from prompt_async to the
@@ -34,7 +36,11 @@ func (r *runner) turn(ctx context.Context) (Result, error) {
 	}
 	var lat []time.Duration
 	var errs int64
+	var before serverCost
 	for i := 0; i < r.o.Turns+5; i++ {
+		if i == 5 {
+			before = r.serverCost(ctx)
+		}
 		start := time.Now()
 		if _, err := r.call(ctx, "POST", "/session/"+sid+"/prompt_async", r.prompt("reply:ok", ""), nil); err != nil {
 			errs++
@@ -52,36 +58,50 @@ func (r *runner) turn(ctx context.Context) (Result, error) {
 			r.progress("turn %d/%d", i, r.o.Turns)
 		}
 	}
-	l := summarize(lat)
-	return Result{Scenario: "turn", Errors: errs, Latency: map[string]Latency{"post_to_idle": l},
-		Figures: map[string]float64{"turns": float64(len(lat))}}, nil
+	res := Result{Scenario: "turn", Errors: errs, Latency: map[string]Latency{"post_to_idle": summarize(lat)},
+		Figures: map[string]float64{"turns": float64(len(lat))}}
+	r.perTurn(res.Figures, before, r.serverCost(ctx), len(lat))
+	return res, nil
 }
 
 // concurrency: many sessions at once, each running 3-step tool
-// conversations through the blocking prompt route.
-func (r *runner) concurrency(ctx context.Context) (Result, error) {
+// conversations through the blocking prompt route, back to back. With
+// think > 0 the model takes that long before each of its three answers (a
+// real model's time), and the turn's overhead is its latency less those
+// three waits: what the server added.
+func (r *runner) concurrency(ctx context.Context, name string, think time.Duration) (Result, error) {
 	prompt := "tool:list:{}\ntool:list:{}\nreply:done"
+	if think > 0 {
+		prompt = fmt.Sprintf("think:%g\n", think.Seconds()) + prompt
+	}
+	const steps = 3
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs atomic.Int64
 	var done atomic.Int64
+	before := r.serverCost(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range r.o.Sessions {
+	for i := range r.o.Sessions {
 		wg.Go(func() {
 			sid, err := r.session(ctx)
 			if err != nil {
 				errs.Add(1)
 				return
 			}
+			if think > 0 {
+				// Sessions start spread over one turn's model time, as
+				// people's do, rather than all in the same millisecond.
+				select {
+				case <-time.After(time.Duration(i) * steps * think / time.Duration(r.o.Sessions)):
+				case <-ctx.Done():
+					return
+				}
+			}
 			for range r.o.TurnsEach {
 				t0 := time.Now()
 				var m struct {
-					Info  map[string]any `json:"info"`
-					Parts []struct {
-						Type string `json:"type"`
-						Text string `json:"text"`
-					} `json:"parts"`
+					Info map[string]any `json:"info"`
 				}
 				if _, err := r.call(ctx, "POST", "/session/"+sid+"/message", r.prompt(prompt, ""), &m); err != nil || m.Info["error"] != nil {
 					errs.Add(1)
@@ -92,16 +112,47 @@ func (r *runner) concurrency(ctx context.Context) (Result, error) {
 				lat = append(lat, d)
 				mu.Unlock()
 				if n := done.Add(1); n%50 == 0 {
-					r.progress("concurrency %d/%d turns", n, r.o.Sessions*r.o.TurnsEach)
+					r.progress("%s %d/%d turns", name, n, r.o.Sessions*r.o.TurnsEach)
 				}
 			}
 		})
 	}
 	wg.Wait()
 	el := time.Since(start)
-	return Result{Scenario: "concurrency", Errors: errs.Load(),
-		Latency: map[string]Latency{"turn_3_steps": summarize(lat)},
-		Figures: map[string]float64{"sessions": float64(r.o.Sessions), "turns": float64(len(lat)), "turns_per_s": float64(len(lat)) / el.Seconds()}}, nil
+	after := r.serverCost(ctx)
+	res := Result{Scenario: name, Errors: errs.Load(), Latency: map[string]Latency{},
+		Figures: map[string]float64{"sessions": float64(r.o.Sessions), "turns": float64(len(lat)), "turns_per_s": float64(len(lat)) / el.Seconds()}}
+	if think > 0 {
+		res.Figures["model_think_ms_per_step"] = float64(think.Milliseconds())
+		over := make([]time.Duration, len(lat))
+		for i, d := range lat {
+			over[i] = d - steps*think
+		}
+		res.Latency["turn_overhead"] = summarize(over)
+	}
+	res.Latency["turn_3_steps"] = summarize(lat)
+	r.perTurn(res.Figures, before, after, len(lat))
+	if r.ceiling > 0 {
+		res.Figures["commit_ceiling_per_s"] = r.ceiling
+		res.Figures["turns_per_s_of_ceiling_pct"] = 100 * res.Figures["turns_per_s"] / r.ceiling
+	}
+	return res, nil
+}
+
+// ceiling: the commit rate of a SQLite database with agentd's settings on
+// the disk the server's database is on (the bench's own directory when it
+// started the server), for the other scenarios to be read against.
+func (r *runner) measureCeiling(ctx context.Context) (Result, error) {
+	dir := r.o.CeilingDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	rate, err := sqlite.CommitCeiling(ctx, dir, 2*time.Second)
+	if err != nil {
+		return Result{}, err
+	}
+	r.ceiling = rate
+	return Result{Scenario: "ceiling", Figures: map[string]float64{"sqlite_full_commits_per_s": rate}}, nil
 }
 
 // status: per-session and list reads at full rate while sessions are busy.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -249,27 +248,8 @@ func (r *runner) reconnectingStream(ctx context.Context, t *sseTally) {
 
 // sampleServer reads the server's metrics and database size.
 func (r *runner) sampleServer(ctx context.Context) Sample {
-	var s Sample
-	req, _ := http.NewRequestWithContext(ctx, "GET", r.nodes[0]+"/metrics", nil)
-	if resp, err := r.http.Do(req); err == nil {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			name, val, ok := strings.Cut(sc.Text(), " ")
-			if !ok {
-				continue
-			}
-			v, _ := strconv.ParseFloat(val, 64)
-			switch name {
-			case "go_goroutines":
-				s.Goroutines = v
-			case "process_open_fds":
-				s.FDs = v
-			case "process_resident_memory_bytes":
-				s.RSSMiB = v / (1 << 20)
-			}
-		}
-		resp.Body.Close()
-	}
+	m := r.scrape(ctx)
+	s := Sample{Goroutines: m["go_goroutines"], FDs: m["process_open_fds"], RSSMiB: m["process_resident_memory_bytes"] / (1 << 20)}
 	if r.o.PID > 0 && s.RSSMiB == 0 {
 		s.RSSMiB = rssMiB(r.o.PID)
 	}

@@ -538,8 +538,11 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 	defer tick.Stop()
 	var sessionID string
 	for {
-		// Only the run's own session's events can end it; watching the
-		// whole log would wake every waiter on every commit.
+		// A run that ends here wakes its waiters (runEnded). One that
+		// ends on another node is seen through its session's state
+		// events; watching the whole log would wake every waiter on
+		// every commit, and watching the session on a single node would
+		// wake them at each of the run's phases.
 		var changed <-chan struct{}
 		if sessionID != "" {
 			changed = e.hub.Watch(sessionID)
@@ -551,7 +554,7 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 		if core.TerminalState(run.State) {
 			return run, nil
 		}
-		if sessionID == "" {
+		if sessionID == "" && e.cfg.Leaser != nil {
 			sessionID = run.SessionID
 			continue
 		}

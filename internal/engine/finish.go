@@ -435,8 +435,8 @@ func (es *ends) add(run core.Run, msgs []core.Message, last *core.Message) {
 	*es = append(*es, e)
 }
 
-// ended counts and logs runs whose end has committed: one line per run,
-// with what an operator looks for first.
+// ended counts and logs runs whose end has committed (one line per run,
+// with what an operator looks for first) and wakes their waiters.
 func (e *Engine) ended(es ends) {
 	for _, x := range es {
 		r := x.run
@@ -449,5 +449,6 @@ func (e *Engine) ended(es ends) {
 			args = append(args, "error", r.Error.Data.Message)
 		}
 		e.log.Info("run ended", args...)
+		e.runEnded(r.ID)
 	}
 }

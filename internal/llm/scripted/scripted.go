@@ -5,6 +5,8 @@
 //	reply:TEXT            answer TEXT (streamed word by word)
 //	reasoning:TEXT        think TEXT before answering
 //	sleep:N               stream one chunk a second for N seconds (N may be fractional)
+//	think:N               wait N seconds before answering, at every step (load tests
+//	                      use it as the model's own time, to tell the server's apart)
 //	fail:CODE[xK]         fail the first step with HTTP status CODE, K times (always without xK)
 //	tool:NAME:{json}      call tool NAME with the JSON input, then answer with its result;
 //	                      several tool lines run one per step, in order
@@ -52,6 +54,7 @@ type Directives struct {
 	Reply     string
 	Reasoning string
 	Sleep     float64
+	Think     float64
 	FailCode  int
 	FailTimes int // 0: always
 	Tools     []ToolCall
@@ -114,6 +117,12 @@ func Parse(text string) (Directives, error) {
 				return d, fmt.Errorf("sleep: want seconds between 0 and 3600, got %q", val)
 			}
 			d.Sleep, found = f, true
+		case "think":
+			f, err := strconv.ParseFloat(val, 64)
+			if err != nil || f < 0 || f > 600 {
+				return d, fmt.Errorf("think: want seconds between 0 and 600, got %q", val)
+			}
+			d.Think = f
 		case "fail":
 			code, times, hasTimes := strings.Cut(val, "x")
 			c, err := strconv.Atoi(code)
@@ -224,6 +233,11 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 	d, err := Parse(prompt)
 	if err != nil {
 		return &llm.APIError{Message: "scripted model: " + err.Error(), StatusCode: 400}
+	}
+	if d.Think > 0 {
+		if err := m.wait(ctx, d.Think); err != nil {
+			return err
+		}
 	}
 	usage := llm.Usage{Input: int64(Size(req)/4 + 1), Output: 1}
 	if d.Usage != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/agentd/agentd/internal/llm"
 )
@@ -19,6 +21,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if d.Sleep < 0 || d.Sleep > 3600 {
 			t.Fatalf("sleep %v accepted", d.Sleep)
+		}
+		if d.Think < 0 || d.Think > 600 {
+			t.Fatalf("think %v accepted", d.Think)
 		}
 		if d.FailCode != 0 && (d.FailCode < 400 || d.FailCode > 599) {
 			t.Fatalf("fail code %d accepted", d.FailCode)
@@ -66,4 +71,24 @@ func TestParseQuotedLine(t *testing.T) {
 	if d.Reply != "hello world" || len(d.Tools) != 1 || string(d.Tools[0].Input) != `{"command":"echo hi there"}` {
 		t.Fatalf("directives = %+v", d)
 	}
+}
+
+// think: delays every step of a conversation, tool steps included, by its
+// time and no more.
+func TestThinkDelaysEveryStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &Model{}
+		prompt := llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: "think:1.5\ntool:list:{}\nreply:done"}}}
+		call := llm.Message{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentToolCall, CallID: "c1", Name: "list", Input: []byte("{}")}}}
+		result := llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentToolResult, CallID: "c1", Text: "a"}}}
+		for _, msgs := range [][]llm.Message{{prompt}, {prompt, call, result}} {
+			start := time.Now()
+			if err := m.Stream(t.Context(), llm.Request{Attempt: 1, Messages: msgs}, func(llm.Event) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d != 1500*time.Millisecond {
+				t.Errorf("step after %d messages took %v, want 1.5s", len(msgs), d)
+			}
+		}
+	})
 }

@@ -80,6 +80,62 @@ var ErrClosed = errors.New("store is closed")
 
 var _ store.Store = (*Store)(nil)
 
+// dsn is the driver's name for the database at path.
+func dsn(path, syncMode string, readOnly bool) string {
+	v := url.Values{}
+	v.Add("_pragma", "journal_mode(WAL)")
+	v.Add("_pragma", "synchronous("+syncMode+")")
+	v.Add("_pragma", "busy_timeout(10000)")
+	v.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		v.Add("_pragma", "query_only(1)")
+	} else {
+		v.Add("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + v.Encode()
+}
+
+// CommitCeiling measures, for about d, how many single-row transactions a
+// database in dir commits per second with the settings the store uses
+// (WAL, synchronous=FULL, one writer): the disk's limit, which group
+// commit lets agentd share among transactions but not exceed in commits.
+func CommitCeiling(ctx context.Context, dir string, d time.Duration) (float64, error) {
+	f, err := os.CreateTemp(dir, "ceiling-*.db")
+	if err != nil {
+		return 0, err
+	}
+	path := f.Name()
+	f.Close()
+	defer func() {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(path + suffix)
+		}
+	}()
+	db, err := sql.Open("sqlite", dsn(path, "FULL", false))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
+		return 0, fmt.Errorf("commit ceiling: %w", err)
+	}
+	ins, err := db.PrepareContext(ctx, `INSERT INTO t (v) VALUES (?)`)
+	if err != nil {
+		return 0, fmt.Errorf("commit ceiling: %w", err)
+	}
+	defer ins.Close()
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		if _, err := ins.ExecContext(ctx, "a row of about the size of a small part"); err != nil {
+			return 0, fmt.Errorf("commit ceiling: %w", err)
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
 // Open opens (creating if needed) the database at path and applies
 // migrations.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
@@ -92,19 +148,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if syncMode == "" {
 		syncMode = "FULL"
 	}
-	dsn := func(readOnly bool) string {
-		v := url.Values{}
-		v.Add("_pragma", "journal_mode(WAL)")
-		v.Add("_pragma", "synchronous("+syncMode+")")
-		v.Add("_pragma", "busy_timeout(10000)")
-		v.Add("_pragma", "foreign_keys(1)")
-		if readOnly {
-			v.Add("_pragma", "query_only(1)")
-		} else {
-			v.Add("_txlock", "immediate")
-		}
-		return "file:" + path + "?" + v.Encode()
-	}
+	dsn := func(readOnly bool) string { return dsn(path, syncMode, readOnly) }
 	w, err := sql.Open("sqlite", dsn(false))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -211,8 +255,9 @@ func (s *Store) SetCommitHook(fn func([]core.Event)) {
 	s.wmu.Unlock()
 }
 
-// SetBatchObserver registers a function told, after each group commit, how
-// many transactions shared it (for the metrics).
+// SetBatchObserver registers a function told, after each group commit and
+// before its callers are answered, how many transactions it committed (for
+// the metrics).
 func (s *Store) SetBatchObserver(fn func(n int)) {
 	s.wmu.Lock()
 	s.observeBatch = fn
@@ -272,12 +317,6 @@ func (s *Store) committer() {
 		}
 		s.commitBatch(batch)
 		s.ws.prepareNoted(context.Background())
-		s.wmu.Lock()
-		observe := s.observeBatch
-		s.wmu.Unlock()
-		if observe != nil {
-			observe(len(batch))
-		}
 	}
 }
 
@@ -357,6 +396,14 @@ func (s *Store) commitBatch(batch []*txReq) {
 			hook(evs)
 		}
 	}
+	// Counted before the callers hear of it, so that a caller reading the
+	// metrics after its commit finds it there.
+	s.wmu.Lock()
+	observe := s.observeBatch
+	s.wmu.Unlock()
+	if observe != nil {
+		observe(ok)
+	}
 	finish(nil)
 }
 
@@ -402,8 +449,20 @@ func runFn(fn func(store.Tx) error, t store.Tx) (err error) {
 
 // PruneEvents implements store.Store.
 func (s *Store) PruneEvents(ctx context.Context, olderThanMS int64, keep int) (int64, error) {
+	// Most passes find nothing to delete; they are answered by a read
+	// instead of a commit (an fsync, and a write in every turn's count).
+	var oldest sql.NullInt64
+	var over bool
+	err := s.r.QueryRowContext(ctx, `SELECT (SELECT time_ms FROM events ORDER BY seq LIMIT 1),
+		EXISTS (SELECT 1 FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`, max(keep, 0)).Scan(&oldest, &over)
+	if err != nil {
+		return 0, fmt.Errorf("prune events: %w", err)
+	}
+	if !(olderThanMS > 0 && oldest.Valid && oldest.Int64 < olderThanMS) && !(keep > 0 && over) {
+		return 0, nil
+	}
 	var total int64
-	err := s.Tx(ctx, func(t store.Tx) error {
+	err = s.Tx(ctx, func(t store.Tx) error {
 		tx := t.(*sqlstore.Tx)
 		if olderThanMS > 0 {
 			res, err := tx.Q.ExecContext(ctx, `DELETE FROM events WHERE time_ms < ?`, olderThanMS)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/internal/core"
@@ -165,4 +167,87 @@ func TestStatusWithoutStoredColumn(t *testing.T) {
 	if st, _ := s.SessionStatus(ctx, busy.ID); st.Type != core.StatusIdle || st.Last == nil || st.Last.RunID != run.ID {
 		t.Errorf("after the run ended: %+v", st)
 	}
+}
+
+// The stored status always equals the status derived from the runs,
+// through the life of a queue of runs: admitted, queued behind another,
+// running through phases, retrying, ended in each way.
+func TestStoredStatusMatchesRuns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "a.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UnixMilli()
+	sess := storetest.NewSession("/a", now)
+	if err := s.Tx(ctx, func(tx store.Tx) error { return tx.InsertSession(ctx, sess) }); err != nil {
+		t.Fatal(err)
+	}
+	derived := func() core.SessionStatus {
+		active, err := s.ActiveRuns(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(active) > 0 {
+			return core.StatusOf(&active[0], nil)
+		}
+		runs, err := s.Runs(ctx, sess.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last *core.Run
+		for i := range runs {
+			if last == nil || runs[i].Time.Ended > last.Time.Ended {
+				last = &runs[i]
+			}
+		}
+		return core.StatusOf(nil, last)
+	}
+	run := func(i int) core.Run {
+		return core.Run{ID: fmt.Sprintf("run_%03dxxxxxxxxxxxxxxxxxxxxxxx", i), SessionID: sess.ID, State: core.RunQueued, Time: core.RunTime{Created: now + int64(i)}}
+	}
+	a, b, c := run(1), run(2), run(3)
+	step := func(what string, fn func(tx store.Tx) error) {
+		t.Helper()
+		if err := s.Tx(ctx, fn); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		got, err := s.SessionStatus(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(derived(), got); diff != "" {
+			t.Errorf("after %s, stored status (-derived +stored):\n%s", what, diff)
+		}
+		m, _ := s.ActiveStatuses(ctx)
+		if _, listed := m[sess.ID]; listed != (got.Type != core.StatusIdle) {
+			t.Errorf("after %s: listed as active = %v with status %s", what, listed, got.Type)
+		}
+	}
+	update := func(r *core.Run, state, phase string) func(store.Tx) error {
+		r.State, r.Phase = state, phase
+		if core.TerminalState(state) {
+			now += 10
+			r.Time.Ended = now
+		}
+		cp := *r
+		return func(tx store.Tx) error { return tx.UpdateRun(ctx, cp) }
+	}
+	step("admit a", func(tx store.Tx) error { return tx.InsertRun(ctx, a) })
+	step("a runs", update(&a, core.RunRunning, ""))
+	step("queue b and c", func(tx store.Tx) error { return errors.Join(tx.InsertRun(ctx, b), tx.InsertRun(ctx, c)) })
+	step("a waits for a permission", update(&a, core.RunRunning, core.PhaseWaitingPermission))
+	step("a retries", func(tx store.Tx) error {
+		a.State, a.Attempt, a.RetryMessage, a.NextRetry = core.RunRetrying, 2, "429", now+1000
+		return tx.UpdateRun(ctx, a)
+	})
+	step("a succeeds", update(&a, core.RunSucceeded, ""))
+	step("c aborted in the queue", update(&c, core.RunInterrupted, ""))
+	step("b runs", update(&b, core.RunRunning, ""))
+	step("b fails and a queued d joins in one transaction", func(tx store.Tx) error {
+		d := run(4)
+		return errors.Join(update(&b, core.RunFailed, "")(tx), tx.InsertRun(ctx, d), tx.UpdateRun(ctx, func() core.Run { d.State, d.Time.Ended = core.RunInterrupted, now+50; return d }()))
+	})
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -625,15 +624,28 @@ type Tx struct {
 	Appended []core.Event
 	locked   map[string]bool
 	// runsOf lists the sessions whose runs this transaction changed, whose
-	// stored status Seal rewrites (Dialect.StatusColumn).
-	runsOf []string
+	// stored status Seal rewrites (Dialect.StatusColumn), with the last
+	// run written for each.
+	runsOf []changedRun
 }
 
-// runChanged notes that a run of the session changed.
-func (t *Tx) runChanged(sessionID string) {
-	if t.D.StatusColumn && !slices.Contains(t.runsOf, sessionID) {
-		t.runsOf = append(t.runsOf, sessionID)
+type changedRun struct {
+	sessionID string
+	last      core.Run
+}
+
+// runChanged notes that a run of its session changed.
+func (t *Tx) runChanged(r core.Run) {
+	if !t.D.StatusColumn {
+		return
 	}
+	for i := range t.runsOf {
+		if t.runsOf[i].sessionID == r.SessionID {
+			t.runsOf[i].last = r
+			return
+		}
+	}
+	t.runsOf = append(t.runsOf, changedRun{sessionID: r.SessionID, last: r})
 }
 
 var _ store.Tx = (*Tx)(nil)
@@ -798,7 +810,7 @@ func (t *Tx) InsertRun(ctx context.Context, r core.Run) error {
 		r.ID, r.SessionID, r.State, r.Time.Created, r.Time.Ended, data); err != nil {
 		return err
 	}
-	t.runChanged(r.SessionID)
+	t.runChanged(r)
 	return nil
 }
 
@@ -818,7 +830,7 @@ func (t *Tx) UpdateRun(ctx context.Context, r core.Run) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	} else if n == 1 {
-		t.runChanged(r.SessionID)
+		t.runChanged(r)
 		return nil
 	}
 	var state string
@@ -876,13 +888,23 @@ func (t *Tx) AppendEvent(_ context.Context, ev core.Event) error {
 // seq. Drivers call it last, right before the commit: a driver that
 // serialises seq assignment then holds that lock only for the commit.
 func (t *Tx) Seal(ctx context.Context) error {
-	for _, id := range t.runsOf {
-		st, err := t.derivedStatus(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // deleted in this transaction
-		}
-		if err != nil {
-			return err
+	for _, c := range t.runsOf {
+		id := c.sessionID
+		var st core.SessionStatus
+		if c.last.State == core.RunRunning || c.last.State == core.RunRetrying {
+			// Runs execute one at a time in their order of arrival, so a
+			// running run is its session's oldest non-terminal one: it
+			// alone decides the status, and the runs need not be read.
+			st = core.StatusOf(&c.last, nil)
+		} else {
+			var err error
+			st, err = t.derivedStatus(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // deleted in this transaction
+			}
+			if err != nil {
+				return err
+			}
 		}
 		data, err := encode(st)
 		if err != nil {
