@@ -32,7 +32,10 @@ type Options struct {
 
 // Provider streams chat completions.
 type Provider struct {
-	client sdk.Client
+	// Only the chat completions service is built (with the defaults
+	// NewClient would give it): the client's two dozen other services
+	// kept a third of the SDK's code in the binary for nothing.
+	chat sdk.ChatCompletionService
 }
 
 // New returns a provider for the endpoint.
@@ -56,7 +59,7 @@ func New(o Options) *Provider {
 	if o.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(o.HTTPClient))
 	}
-	return &Provider{client: sdk.NewClient(opts...)}
+	return &Provider{chat: sdk.NewChatCompletionService(append(sdk.DefaultClientOptions(), opts...)...)}
 }
 
 func params(req llm.Request) sdk.ChatCompletionNewParams {
@@ -138,7 +141,7 @@ func params(req llm.Request) sdk.ChatCompletionNewParams {
 
 // Stream implements llm.Provider.
 func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) error {
-	stream := p.client.Chat.Completions.NewStreaming(ctx, params(req))
+	stream := p.chat.NewStreaming(ctx, params(req))
 	defer stream.Close()
 	type call struct {
 		id, name string
