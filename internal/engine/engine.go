@@ -532,9 +532,15 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 		}
 		e.mu.Unlock()
 	}()
-	// A slow poll covers runs that end on another node or were ended before
-	// the waiter registered.
-	tick := time.NewTicker(500 * time.Millisecond)
+	// A slow poll is the safety net under the wake-ups: on several nodes,
+	// for an end whose event this node has not heard yet; on one node,
+	// where every end wakes its waiters, it is rarer still (a thousand
+	// blocked prompts polling twice a second cost a twentieth of a core).
+	every := 10 * time.Second
+	if e.cfg.Leaser != nil {
+		every = 500 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var sessionID string
 	for {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/agentd/agentd/internal/tool"
 )
@@ -16,12 +17,27 @@ import (
 var descriptions embed.FS
 
 func describe(name string) string {
-	b, err := descriptions.ReadFile("descriptions/" + name + ".txt")
-	if err != nil {
+	d, ok := descriptionTexts()[name]
+	if !ok {
 		panic("builtin: missing description for " + name)
 	}
-	return strings.TrimSpace(string(b))
+	return d
 }
+
+// descriptionTexts reads the descriptions once: every step of every run
+// asks for them, and a thousand runs each holding their own copies came to
+// 7 MB.
+var descriptionTexts = sync.OnceValue(func() map[string]string {
+	m := map[string]string{}
+	entries, _ := descriptions.ReadDir("descriptions")
+	for _, e := range entries {
+		b, err := descriptions.ReadFile("descriptions/" + e.Name())
+		if err == nil {
+			m[strings.TrimSuffix(e.Name(), ".txt")] = strings.TrimSpace(string(b))
+		}
+	}
+	return m
+})
 
 // All returns the built-in tools.
 func All() []tool.Tool {
