@@ -276,7 +276,7 @@ func TestLiveStreamStartsJustBefore(t *testing.T) {
 	old := n.session()
 	n.send(old, "reply:long ago")
 	oldEvents := n.allEvents()
-	time.Sleep(1100 * time.Millisecond) // let the first run fall out of the 1 s window
+	time.Sleep(1100 * time.Millisecond) // let the first run fall well out of the 300 ms window
 	sid := n.session()
 	n.send(sid, "reply:just now")
 	var types []string

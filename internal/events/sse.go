@@ -44,7 +44,10 @@ type StreamOptions struct {
 	After     int64
 	HasCursor bool
 	// LiveWindow is how far back a stream without a cursor starts
-	// (default 1 s).
+	// (default 300 ms): long enough to cover a client's subscription and
+	// prompt crossing on their way in, short enough not to replay the end
+	// of the session's previous turn as if it were the new one's (opencode
+	// run started right after another then took that idle for its own).
 	LiveWindow time.Duration
 	// SessionID restricts the stream to one session.
 	SessionID string
@@ -96,7 +99,7 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 	sw.live(core.MustEvent("", core.EventServerConnected, struct{}{}))
 
 	if opts.LiveWindow <= 0 {
-		opts.LiveWindow = time.Second
+		opts.LiveWindow = 300 * time.Millisecond
 	}
 	cursor := last
 	if !opts.HasCursor {
