@@ -363,11 +363,11 @@ func (s *Server) listActive(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) *apiError {
-	st, err := s.st.SessionStatus(r.Context(), r.PathValue("id"))
+	b, err := s.st.SessionStatusJSON(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return s.storeErr(err, "session "+r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeRaw(w, http.StatusOK, append(b, '\n'))
 	return nil
 }
 

@@ -81,6 +81,9 @@ type Reader interface {
 	// last outcome) otherwise; ErrNotFound when the session does not
 	// exist.
 	SessionStatus(ctx context.Context, sessionID string) (core.SessionStatus, error)
+	// SessionStatusJSON is SessionStatus encoded as JSON, read as stored
+	// where the store keeps it, for the routes that only pass it on.
+	SessionStatusJSON(ctx context.Context, sessionID string) ([]byte, error)
 	// ActiveStatuses returns the status of every session that has a
 	// non-terminal run, keyed by session id.
 	ActiveStatuses(ctx context.Context) (map[string]core.SessionStatus, error)

@@ -490,26 +490,38 @@ func (r Reader) derivedStatus(ctx context.Context, sessionID string) (core.Sessi
 
 // SessionStatus implements store.Reader.
 func (r Reader) SessionStatus(ctx context.Context, sessionID string) (core.SessionStatus, error) {
-	if !r.D.StatusColumn {
-		return r.derivedStatus(ctx, sessionID)
-	}
-	var data sql.NullString
-	err := r.queryRow(ctx, `SELECT status FROM sessions WHERE id = ?`, sessionID).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return core.SessionStatus{}, store.ErrNotFound
-	}
-	if err != nil {
-		return core.SessionStatus{}, fmt.Errorf("read status of %s: %w", sessionID, err)
-	}
-	if !data.Valid {
-		// Not written since the column was added.
-		return r.derivedStatus(ctx, sessionID)
-	}
 	var st core.SessionStatus
-	if err := json.Unmarshal([]byte(data.String), &st); err != nil {
+	b, err := r.SessionStatusJSON(ctx, sessionID)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
 		return st, fmt.Errorf("decode status of %s: %w", sessionID, err)
 	}
 	return st, nil
+}
+
+// SessionStatusJSON implements store.Reader.
+func (r Reader) SessionStatusJSON(ctx context.Context, sessionID string) ([]byte, error) {
+	if r.D.StatusColumn {
+		var data sql.NullString
+		err := r.queryRow(ctx, `SELECT status FROM sessions WHERE id = ?`, sessionID).Scan(&data)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read status of %s: %w", sessionID, err)
+		}
+		if data.Valid {
+			return []byte(data.String), nil
+		}
+		// Not written since the column was added: derived below.
+	}
+	st, err := r.derivedStatus(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(st)
 }
 
 // ActiveStatuses implements store.Reader.
