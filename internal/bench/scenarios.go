@@ -132,7 +132,8 @@ func (r *runner) concurrency(ctx context.Context, name string, think time.Durati
 	}
 	res.Latency["turn_3_steps"] = summarize(lat)
 	r.perTurn(res.Figures, before, after, len(lat))
-	if r.ceiling > 0 {
+	if r.ceiling > 0 && think == 0 {
+		// Paced turns are bound by the model's time, not by the server.
 		res.Figures["commit_ceiling_per_s"] = r.ceiling
 		res.Figures["turns_per_s_of_ceiling_pct"] = 100 * res.Figures["turns_per_s"] / r.ceiling
 	}
