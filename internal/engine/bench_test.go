@@ -17,7 +17,7 @@ import (
 // longSession writes a session of n messages (prompts, answers with a
 // tool call each) and a running run answering one more prompt, and
 // returns an engine over it with that run.
-func longSession(b *testing.B, n int) (*Engine, core.Run) {
+func longSession(b testing.TB, n int) (*Engine, core.Run) {
 	b.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "a.db"), sqlite.Options{Synchronous: "OFF"})

@@ -165,7 +165,7 @@ func (r *runner) prune(ctx context.Context) (bool, error) {
 // forgetHistory drops the converted history after the transcript's view
 // changed under it.
 func (r *runner) forgetHistory() {
-	r.prefix = nil
+	r.prefix, r.own = nil, nil
 	r.e.history.drop(r.run.SessionID)
 }
 

@@ -186,13 +186,32 @@ func convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 //
 // Messages before the run's first user message cannot change while the run
 // executes (but by this run's own compaction, which drops r.prefix), so
-// they are read and converted once; each step reads only the run's own part
-// of the transcript.
+// they are read and converted once. Of the run's own part, a step reads
+// again only from the newest assistant message the previous step read, the
+// one step whose writes may have gone on after that read (its tool calls,
+// its end); every earlier message was complete, since a step starts when
+// the one before it has ended and new messages only ever come after. So a
+// step reads a constant amount however long the run. A compaction drops
+// the kept part with the prefix.
 func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
-	msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Since: r.run.UserMessageID})
+	since, kept := r.run.UserMessageID, []core.MessageWithParts(nil)
+	for i := len(r.own) - 1; i >= 0; i-- {
+		if r.own[i].Info.Role == core.RoleAssistant {
+			since, kept = r.own[i].Info.ID, r.own[:i:i]
+			break
+		}
+	}
+	fresh, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Since: since})
 	if err != nil {
 		return nil, "", err
 	}
+	if len(kept) > 0 && (len(fresh) == 0 || fresh[0].Info.ID != since) {
+		// The message read last is gone: read the run's part whole.
+		r.own = nil
+		return r.history(ctx)
+	}
+	msgs := append(kept, fresh...)
+	r.own = msgs
 	var out []llm.Message
 	var parent string
 	if latestCompaction(msgs) != nil {

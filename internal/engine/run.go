@@ -98,6 +98,9 @@ type runner struct {
 	lost *store.WriteFailures
 	// prefix is the conversation before this run, converted once.
 	prefix []llm.Message
+	// own is the run's part of the transcript as the last step read it
+	// (see history); nil when it must be read whole again.
+	own []core.MessageWithParts
 	// recent holds the tool calls of this run, for the doom-loop guard.
 	recent []string
 

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// A step's view of the run, built from what the previous step read plus
+// what came since, is exactly the view read whole: through steps whose
+// tool calls end after the read, a message steered in, and a compaction's
+// pruning.
+func TestHistoryKeptBetweenStepsEqualsWhole(t *testing.T) {
+	t.Parallel()
+	e, run := longSession(t, 20)
+	ctx := t.Context()
+	r := &runner{e: e, run: run}
+	check := func(what string) {
+		t.Helper()
+		got, gotParent, err := r.history(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := &runner{e: e, run: run}
+		want, wantParent, err := whole.history(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" || gotParent != wantParent {
+			t.Errorf("%s: kept view differs from the whole (-whole +kept):\n%s\nparent %s, want %s", what, diff, gotParent, wantParent)
+		}
+	}
+	write := func(fn func(tx store.Tx) error) {
+		t.Helper()
+		if err := e.st.Tx(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := run.Time.Created
+	check("first step")
+	// A step: its message and a tool call still running when the next
+	// read comes, then completed.
+	step := func() (core.Message, core.Part) {
+		m := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleAssistant,
+			Created: now, ParentID: run.UserMessageID, RunID: run.ID}
+		p := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: m.ID, Type: core.PartTool,
+			CallID: "call_" + m.ID, Tool: "read", State: core.ToolState{Status: core.ToolRunning, Input: []byte(`{}`)}}
+		write(func(tx store.Tx) error {
+			if err := tx.PutMessage(ctx, m); err != nil {
+				return err
+			}
+			return tx.PutPart(ctx, p)
+		})
+		return m, p
+	}
+	_, p1 := step()
+	check("a tool call running")
+	p1.State.Status, p1.State.Output = core.ToolCompleted, "the file"
+	write(func(tx store.Tx) error { return tx.PutPart(ctx, p1) })
+	check("the tool call completed after the read")
+	_, p2 := step()
+	steered := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleUser,
+		Created: now, Agent: "build", RunID: run.ID}
+	write(func(tx store.Tx) error {
+		if err := tx.PutMessage(ctx, steered); err != nil {
+			return err
+		}
+		return tx.PutPart(ctx, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: steered.ID,
+			Type: core.PartText, Text: "and also this"})
+	})
+	check("a message steered in")
+	p2.State.Status, p2.State.Output = core.ToolCompleted, "more"
+	write(func(tx store.Tx) error { return tx.PutPart(ctx, p2) })
+	check("the second tool call completed")
+	// Pruning changes a message read long ago; the runner forgets its view.
+	p1.State.Time.Compacted = now
+	write(func(tx store.Tx) error { return tx.PutPart(ctx, p1) })
+	r.forgetHistory()
+	check("after pruning")
+}
