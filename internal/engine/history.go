@@ -233,8 +233,11 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 	return out, parent, nil
 }
 
-// historyCacheSize bounds how many sessions keep a converted history.
-const historyCacheSize = 256
+// historyCacheBytes bounds the text the converted histories keep, rather
+// than their number: a thousand busy sessions of a few turns each fit in a
+// few megabytes, and one huge transcript cannot crowd out the others for
+// long.
+const historyCacheBytes = 32 << 20
 
 // historyCache keeps, per session, the model's view of the transcript up to
 // some message, so that each run reads only what was written since.
@@ -247,18 +250,54 @@ const historyCacheSize = 256
 type historyCache struct {
 	mu      sync.Mutex
 	entries map[string]*historyEntry
+	bytes   int // sum of the entries' sizes
 }
 
 type historyEntry struct {
 	through    string // id of the last message included
 	throughSeq int64  // and its position
 	msgs       []llm.Message
+	size       int
+}
+
+// sizeOf approximates the memory a converted history holds.
+func sizeOf(msgs []llm.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += 64
+		for _, c := range m.Content {
+			n += 64 + len(c.Text) + len(c.Input)
+		}
+	}
+	return n
+}
+
+// put keeps e for the session and evicts other entries, arbitrary ones,
+// until the cache is within its budget. c.mu is held.
+func (c *historyCache) put(sessionID string, e *historyEntry) {
+	if old, ok := c.entries[sessionID]; ok {
+		c.bytes -= old.size
+	}
+	c.entries[sessionID] = e
+	c.bytes += e.size
+	for k, v := range c.entries {
+		if c.bytes <= historyCacheBytes {
+			break
+		}
+		if v != e {
+			delete(c.entries, k)
+			c.bytes -= v.size
+		}
+	}
 }
 
 // drop forgets a session's view.
 func (c *historyCache) drop(sessionID string) {
 	c.mu.Lock()
-	delete(c.entries, sessionID)
+	if e, ok := c.entries[sessionID]; ok {
+		c.bytes -= e.size
+		delete(c.entries, sessionID)
+	}
 	c.mu.Unlock()
 }
 
@@ -309,13 +348,7 @@ func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run
 		if c.entries == nil {
 			c.entries = make(map[string]*historyEntry)
 		}
-		if len(c.entries) >= historyCacheSize {
-			for k := range c.entries {
-				delete(c.entries, k)
-				break
-			}
-		}
-		c.entries[run.SessionID] = &historyEntry{through: through, throughSeq: throughSeq, msgs: out[:len(out):len(out)]}
+		c.put(run.SessionID, &historyEntry{through: through, throughSeq: throughSeq, msgs: out[:len(out):len(out)], size: sizeOf(out)})
 		c.mu.Unlock()
 	}
 	return out, nil

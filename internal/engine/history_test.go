@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -80,4 +81,32 @@ func TestHistoryKeptBetweenStepsEqualsWhole(t *testing.T) {
 	write(func(tx store.Tx) error { return tx.PutPart(ctx, p1) })
 	r.forgetHistory()
 	check("after pruning")
+}
+
+// The history cache keeps what fits its byte budget, many small sessions
+// or a few large ones, and always the entry just put.
+func TestHistoryCacheBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	c := &historyCache{entries: map[string]*historyEntry{}}
+	small := &historyEntry{size: 4 << 10}
+	for i := range 1000 {
+		c.put(fmt.Sprint("ses_", i), small)
+	}
+	if len(c.entries) != 1000 {
+		t.Errorf("1,000 sessions of 4 KiB: %d kept", len(c.entries))
+	}
+	big := &historyEntry{size: historyCacheBytes - 1<<20}
+	c.put("ses_big", big)
+	if c.bytes > historyCacheBytes || c.entries["ses_big"] != big {
+		t.Errorf("after a large entry: %d bytes in %d entries, large kept %v", c.bytes, len(c.entries), c.entries["ses_big"] == big)
+	}
+	c.put("ses_big", small)
+	c.drop("ses_big")
+	total := 0
+	for _, e := range c.entries {
+		total += e.size
+	}
+	if total != c.bytes {
+		t.Errorf("accounted %d bytes, entries hold %d", c.bytes, total)
+	}
 }
