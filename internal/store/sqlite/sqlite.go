@@ -148,8 +148,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if syncMode == "" {
 		syncMode = "FULL"
 	}
-	dsn := func(readOnly bool) string { return dsn(path, syncMode, readOnly) }
-	w, err := sql.Open("sqlite", dsn(false))
+	w, err := sql.Open("sqlite", dsn(path, syncMode, false))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -170,7 +169,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		return nil, err
 	}
-	r, err := sql.Open("sqlite", dsn(true))
+	r, err := sql.Open("sqlite", dsn(path, syncMode, true))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite reader %s: %w", path, err)
@@ -219,7 +218,7 @@ func migrate(ctx context.Context, db *sql.DB) (wrote bool, err error) {
 		return false, fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
 	}
 	// The pending migrations go in one transaction: a new database costs
-	// one commit (one fsync, a third of a cold start) rather than one per
+	// one commit (its fsync is milliseconds of a cold start) rather than one per
 	// migration, and an upgrade applies wholly or not at all.
 	var tx *sql.Tx
 	for _, name := range names {

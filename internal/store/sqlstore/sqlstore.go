@@ -442,7 +442,9 @@ func (r Reader) RunPermissions(ctx context.Context, runID string) ([]core.Permis
 	return decodeRows[core.PermissionRequest](rows, "permissions")
 }
 
-// StatusRuns implements store.Reader.
+// statusRuns returns, in one read, the session's oldest non-terminal run
+// and its most recently ended run (either may be nil), or ErrNotFound when
+// the session does not exist.
 func (r Reader) statusRuns(ctx context.Context, sessionID string) (active, last *core.Run, err error) {
 	var exists sql.NullInt64
 	var a, l sql.NullString
