@@ -52,9 +52,11 @@ func New(o Options) *Provider {
 	if o.Timeout > 0 {
 		opts = append(opts, option.WithRequestTimeout(o.Timeout))
 	}
-	if o.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(o.HTTPClient))
+	client := o.HTTPClient
+	if client == nil {
+		client = llm.HTTPClient
 	}
+	opts = append(opts, option.WithHTTPClient(client))
 	mt := o.MaxTokens
 	if mt <= 0 {
 		mt = 8192

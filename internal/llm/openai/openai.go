@@ -26,7 +26,7 @@ type Options struct {
 	Headers map[string]string
 	// Timeout bounds one request (0: none; the stream may be long).
 	Timeout time.Duration
-	// HTTPClient overrides the transport (tests).
+	// HTTPClient overrides the shared llm.HTTPClient (tests).
 	HTTPClient *http.Client
 }
 
@@ -56,9 +56,11 @@ func New(o Options) *Provider {
 	if o.Timeout > 0 {
 		opts = append(opts, option.WithRequestTimeout(o.Timeout))
 	}
-	if o.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(o.HTTPClient))
+	client := o.HTTPClient
+	if client == nil {
+		client = llm.HTTPClient
 	}
+	opts = append(opts, option.WithHTTPClient(client))
 	return &Provider{chat: sdk.NewChatCompletionService(append(sdk.DefaultClientOptions(), opts...)...)}
 }
 
