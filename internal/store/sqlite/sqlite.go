@@ -87,6 +87,13 @@ func dsn(path, syncMode string, readOnly bool) string {
 	v.Add("_pragma", "synchronous("+syncMode+")")
 	v.Add("_pragma", "busy_timeout(10000)")
 	v.Add("_pragma", "foreign_keys(1)")
+	// Each transaction of a group commit runs in its own savepoint, and
+	// SQLite keeps the pages a savepoint may have to restore in a
+	// statement journal that spills to a temporary file past 64 KiB: two
+	// write syscalls per page, 7 % of the server's CPU with 1,000 busy
+	// sessions. In memory, it costs at most the batch's pages and is
+	// gone at commit; durability rests on the WAL alone either way.
+	v.Add("_pragma", "temp_store(MEMORY)")
 	if readOnly {
 		v.Add("_pragma", "query_only(1)")
 	} else {

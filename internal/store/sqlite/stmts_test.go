@@ -93,3 +93,22 @@ func TestCommitCeiling(t *testing.T) {
 		t.Fatalf("ceiling = %v, %v", rate, err)
 	}
 }
+
+// The writer keeps its statement journal in memory: on a temporary file,
+// every page a batch's savepoints touch past 64 KiB cost two write
+// syscalls (7 % of the server's CPU with 1,000 busy sessions).
+func TestStatementJournalInMemory(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "a.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mode int
+	if err := s.w.QueryRowContext(t.Context(), "PRAGMA temp_store").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != 2 {
+		t.Fatalf("temp_store = %d, want 2 (MEMORY)", mode)
+	}
+}
