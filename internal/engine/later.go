@@ -22,6 +22,12 @@ import (
 // A pending write is a snapshot: it writes the values it captured, never
 // the runner's live state, so it can run on the timer's goroutine.
 type later struct {
+	// txMu makes the runner's transactions, and the timer's flush, go one
+	// at a time; mu guards the fields and is never held across a commit,
+	// so that a timer firing while a commit waits in the store's queue
+	// (common under load) returns at once instead of parking a goroutine
+	// per run behind it.
+	txMu   sync.Mutex
 	mu     sync.Mutex
 	writes []func(w *writer)
 	timer  *time.Timer
@@ -48,10 +54,19 @@ func (r *runner) later(write func(w *writer)) {
 // timer's flush), so an older snapshot never lands after a newer write.
 // When the transaction fails, the pending writes stay pending.
 func (r *runner) tx(ctx context.Context, fn func(tx store.Tx) error) error {
+	r.pending.txMu.Lock()
+	defer r.pending.txMu.Unlock()
+	return r.txLocked(ctx, fn)
+}
+
+// txLocked is tx with txMu held. Writes queued while it commits are not
+// part of it; they wait for the next transaction, and the timer is armed
+// for them if the one that fired meanwhile found the commit in flight.
+func (r *runner) txLocked(ctx context.Context, fn func(tx store.Tx) error) error {
 	l := &r.pending
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	writes := l.writes
+	l.mu.Unlock()
 	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
 		if len(writes) > 0 {
 			w := writer{ctx: ctx, tx: tx}
@@ -64,12 +79,17 @@ func (r *runner) tx(ctx context.Context, fn func(tx store.Tx) error) error {
 		}
 		return fn(tx)
 	})
-	if err == nil && len(writes) > 0 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
 		l.writes = l.writes[len(writes):]
-		if len(l.writes) == 0 && l.timer != nil {
-			l.timer.Stop()
-			l.timer = nil
-		}
+	}
+	switch {
+	case len(l.writes) == 0 && l.timer != nil:
+		l.timer.Stop()
+		l.timer = nil
+	case len(l.writes) > 0 && l.timer == nil && !l.closed:
+		l.timer = time.AfterFunc(r.e.cfg.FlushInterval, r.flushLater)
 	}
 	return err
 }
@@ -85,9 +105,15 @@ func (r *runner) flushLater() {
 	if closed {
 		return
 	}
+	if !l.txMu.TryLock() {
+		// A transaction is in flight: it carries these writes, or arms
+		// the timer again for those it leaves.
+		return
+	}
+	defer l.txMu.Unlock()
 	ctx, cancel := detached(l.ctx)
 	defer cancel()
-	if err := r.tx(ctx, func(store.Tx) error { return nil }); err != nil && ctx.Err() == nil {
+	if err := r.txLocked(ctx, func(store.Tx) error { return nil }); err != nil && ctx.Err() == nil {
 		// The runner's next transaction carries them again, and reports.
 		r.e.log.Debug("flush pending writes", "run", l.runID, "err", err)
 	}
@@ -104,6 +130,8 @@ func (r *runner) hasPending() bool {
 // first.
 func (r *runner) closeLater() {
 	l := &r.pending
+	l.txMu.Lock()
+	defer l.txMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
