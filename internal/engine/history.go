@@ -223,6 +223,11 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 			if err != nil {
 				return nil, "", err
 			}
+			if prefix == nil {
+				// Nothing before the run (a session's first prompt): nil
+				// means "not read yet", and every step read it again.
+				prefix = []llm.Message{}
+			}
 			r.prefix = prefix
 		}
 		out, parent = convert(r.run.ID, msgs, append([]llm.Message(nil), r.prefix...))
@@ -231,6 +236,39 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 		parent = r.run.UserMessageID
 	}
 	return out, parent, nil
+}
+
+// keepHistory hands the session's cache the view this run's last step
+// built, through the last message before that step's newest assistant
+// message: those were complete when it read them, and the run has ended
+// without touching them since (only a run that succeeded is kept; an
+// aborted or failed one closes parts it left open). The session's next
+// run then reads only the run's last messages and its own, instead of the
+// whole previous turn again.
+func (r *runner) keepHistory() {
+	if r.prefix == nil || latestCompaction(r.own) != nil {
+		return
+	}
+	i := len(r.own) - 1
+	for i >= 0 && r.own[i].Info.Role != core.RoleAssistant {
+		i--
+	}
+	if i <= 0 {
+		return
+	}
+	kept := r.own[:i]
+	out, _ := convert(r.run.ID, kept, append(make([]llm.Message, 0, len(r.prefix)+2*len(kept)), r.prefix...))
+	last := kept[len(kept)-1].Info
+	c := &r.e.history
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[r.run.SessionID]; ok && e.throughSeq >= last.Seq {
+		return
+	}
+	if c.entries == nil {
+		c.entries = make(map[string]*historyEntry)
+	}
+	c.put(r.run.SessionID, &historyEntry{through: last.ID, throughSeq: last.Seq, msgs: out[:len(out):len(out)], size: sizeOf(out)})
 }
 
 // historyCacheBytes bounds the text the converted histories keep, rather

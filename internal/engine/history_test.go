@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -108,5 +109,105 @@ func TestHistoryCacheBoundedByBytes(t *testing.T) {
 	}
 	if total != c.bytes {
 		t.Errorf("accounted %d bytes, entries hold %d", c.bytes, total)
+	}
+}
+
+// The view an ended run hands to the cache, with what the next run reads
+// after it, equals the next run's prefix read whole: through a tool step,
+// a message steered in and a final answer.
+func TestKeptHistoryEqualsWholePrefix(t *testing.T) {
+	t.Parallel()
+	e, run := longSession(t, 20)
+	ctx := t.Context()
+	write := func(fn func(tx store.Tx) error) {
+		t.Helper()
+		if err := e.st.Tx(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	message := func(runID string, role string, part core.Part) core.Message {
+		t.Helper()
+		m := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: role,
+			Created: run.Time.Created, RunID: runID, Agent: "build"}
+		if role == core.RoleAssistant {
+			m.ParentID = run.UserMessageID
+		}
+		part.ID, part.SessionID, part.MessageID = core.NewID(core.PrefixPart, false), run.SessionID, m.ID
+		write(func(tx store.Tx) error {
+			if err := tx.PutMessage(ctx, m); err != nil {
+				return err
+			}
+			return tx.PutPart(ctx, part)
+		})
+		return m
+	}
+	r := &runner{e: e, run: run}
+	read := func() {
+		t.Helper()
+		if _, _, err := r.history(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	message(run.ID, core.RoleAssistant, core.Part{Type: core.PartTool, CallID: "call_1", Tool: "read",
+		State: core.ToolState{Status: core.ToolCompleted, Input: []byte(`{"filePath":"a.go"}`), Output: "package a"}})
+	read()
+	message(run.ID, core.RoleUser, core.Part{Type: core.PartText, Text: "and also this"})
+	message(run.ID, core.RoleAssistant, core.Part{Type: core.PartTool, CallID: "call_2", Tool: "read",
+		State: core.ToolState{Status: core.ToolCompleted, Input: []byte(`{"filePath":"b.go"}`), Output: "package b"}})
+	read()
+	message(run.ID, core.RoleAssistant, core.Part{Type: core.PartText, Text: "All done."})
+	read()
+	r.keepHistory()
+	if e := e.history.entries[run.SessionID]; e == nil {
+		t.Fatal("the ended run left no view in the cache")
+	}
+
+	next := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: run.SessionID, State: core.RunRunning, Time: run.Time}
+	next.UserMessageID = message(next.ID, core.RoleUser, core.Part{Type: core.PartText, Text: "next"}).ID
+	got, err := e.history.prefix(ctx, e.st, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := (&historyCache{}).prefix(ctx, e.st, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("prefix from the kept view differs from a whole read (-whole +kept):\n%s", diff)
+	}
+}
+
+// countingStore counts the reads of what comes before a run.
+type countingStore struct {
+	store.Store
+	prefixReads int
+}
+
+func (c *countingStore) Messages(ctx context.Context, sessionID string, q store.MessageQuery) ([]core.MessageWithParts, error) {
+	if q.Before != "" {
+		c.prefixReads++
+	}
+	return c.Store.Messages(ctx, sessionID, q)
+}
+
+// A run reads what came before it once, also when nothing did (a
+// session's first prompt): an empty prefix once looked unread, and every
+// step of a first run read it again.
+func TestPrefixReadOncePerRun(t *testing.T) {
+	t.Parallel()
+	for _, earlier := range []int{0, 6} {
+		e, run := longSession(t, earlier)
+		counting := &countingStore{Store: e.st}
+		e.st = counting
+		r := &runner{e: e, run: run}
+		for range 3 {
+			if _, _, err := r.history(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if counting.prefixReads != 1 {
+			t.Errorf("%d earlier messages: the prefix was read %d times in three steps, want once", earlier, counting.prefixReads)
+		}
 	}
 }

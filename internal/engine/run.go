@@ -84,6 +84,9 @@ func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 			return nil
 		}
 		endRunSpan(span, o, r.run.Steps)
+		if o.state == core.RunSucceeded {
+			r.keepHistory()
+		}
 		e.runEnded(run.ID)
 		return nil
 	}
@@ -96,7 +99,8 @@ type runner struct {
 	step *step
 	// lost records the writes of this run the storage refused.
 	lost *store.WriteFailures
-	// prefix is the conversation before this run, converted once.
+	// prefix is the conversation before this run, converted once (nil:
+	// not read yet; empty when the run is the session's first).
 	prefix []llm.Message
 	// own is the run's part of the transcript as the last step read it
 	// (see history); nil when it must be read whole again.
