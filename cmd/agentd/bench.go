@@ -2,9 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -48,6 +56,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	baseline := fs.String("baseline", "", "compare with this earlier --json report and print the figures that got worse (never fails)")
 	tolerance := fs.Float64("tolerance", 0.5, "with --baseline: how much worse a figure may get before it is printed (0.5: 50%)")
+	providerTLS := fs.Bool("provider-tls", false, "without --url: serve fakellm over HTTPS with HTTP/2, as hosted providers are (agentd trusts its certificate through SSL_CERT_FILE)")
 	strict := fs.Bool("strict", false, "exit 1 when a scenario saw errors, an unannounced SSE gap or a duplicate (for CI)")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}
@@ -72,7 +81,7 @@ func cmdBench(ctx context.Context, args []string) error {
 		if *nodes < 1 || (*nodes > 1 && !strings.HasPrefix(*database, "postgres")) {
 			return fmt.Errorf("--nodes %d: several nodes share a PostgreSQL database (--database postgres://…)", *nodes)
 		}
-		srv, err := startBenchServer(ctx)
+		srv, err := startBenchServer(ctx, *providerTLS)
 		if err != nil {
 			return err
 		}
@@ -202,11 +211,13 @@ type benchServer struct {
 	dir  string
 	fake *http.Server
 	cfg  string
+	// env is added to the nodes' environment.
+	env  []string
 	cmds []*exec.Cmd
 	urls []string
 }
 
-func startBenchServer(ctx context.Context) (*benchServer, error) {
+func startBenchServer(ctx context.Context, providerTLS bool) (*benchServer, error) {
 	dir, err := os.MkdirTemp("", "agentd-bench-")
 	if err != nil {
 		return nil, err
@@ -216,13 +227,61 @@ func startBenchServer(ctx context.Context) (*benchServer, error) {
 		return nil, err
 	}
 	s := &benchServer{dir: dir, fake: &http.Server{Handler: fakellm.New(fakellm.Options{}).Handler(), ReadHeaderTimeout: 10 * time.Second}}
-	go s.fake.Serve(ln)
+	scheme := "http"
+	if providerTLS {
+		certPEM, cert, err := selfSigned()
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		certFile := filepath.Join(dir, "provider.pem")
+		if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		// ServeTLS offers HTTP/2 by ALPN; the provider transport, a clone of
+		// Go's default, takes it.
+		s.fake.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		s.env = []string{"SSL_CERT_FILE=" + certFile}
+		scheme = "https"
+		go s.fake.ServeTLS(ln, "", "")
+	} else {
+		go s.fake.Serve(ln)
+	}
 	s.cfg = filepath.Join(dir, "agentd.json")
 	// bash is allowed (it asks by default) for the soak's tool turns; the
 	// event log keeps 100,000 events so that a soak reaches its plateau.
 	cfg := `{"model":"fake/fake-model","permission":{"bash":"allow"},"agentd":{"events":{"maxCount":100000}},` +
-		`"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://` + ln.Addr().String() + `/v1"}}}}`
+		`"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"` + scheme + `://` + ln.Addr().String() + `/v1"}}}}`
 	return s, os.WriteFile(s.cfg, []byte(cfg), 0o644)
+}
+
+// selfSigned returns a day-long certificate for 127.0.0.1, in PEM and
+// ready to serve.
+func selfSigned() ([]byte, tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: "agentd bench provider"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, tls.Certificate{}, fmt.Errorf("create certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	return certPEM, cert, err
 }
 
 func (s *benchServer) launch(db string, extra ...string) (*exec.Cmd, string, error) {
@@ -238,6 +297,7 @@ func (s *benchServer) launch(db string, extra ...string) (*exec.Cmd, string, err
 	ln.Close()
 	cmd := exec.Command(self, append([]string{"serve", "--port", strconv.Itoa(port), "--db", db, "--config", s.cfg, "--log-level", "error"}, extra...)...)
 	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, "", err

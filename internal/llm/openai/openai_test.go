@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -134,5 +135,39 @@ func TestStreamDecodesEveryKind(t *testing.T) {
 	}
 	if _, err = stream("malformed:"); err == nil {
 		t.Error("a chunk that is not JSON passed")
+	}
+}
+
+// Over TLS the providers' shared transport speaks HTTP/2, as hosted
+// providers do: a thousand sessions' streams share a few connections
+// instead of holding one each, with its two goroutines and buffers.
+func TestProviderTransportSpeaksHTTP2OverTLS(t *testing.T) {
+	t.Parallel()
+	var protos sync.Map
+	fake := fakellm.New(fakellm.Options{}).Handler()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos.Store(r.Proto, true)
+		fake.ServeHTTP(w, r)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tr := llm.HTTPClient.Transport.(*http.Transport).Clone()
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{}
+	}
+	tr.TLSClientConfig.RootCAs = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	client := &http.Client{Transport: tr}
+	defer tr.CloseIdleConnections()
+	p := openai.New(openai.Options{BaseURL: srv.URL + "/v1", HTTPClient: client})
+	req := llm.Request{Model: "fake-model", Attempt: 1, Messages: []llm.Message{{Role: llm.RoleUser,
+		Content: []llm.Content{{Type: llm.ContentText, Text: "reply:ok"}}}}}
+	if err := p.Stream(t.Context(), req, func(llm.Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	protos.Range(func(k, _ any) bool { seen = append(seen, k.(string)); return true })
+	if len(seen) != 1 || seen[0] != "HTTP/2.0" {
+		t.Errorf("the provider was called over %v, want HTTP/2.0 only", seen)
 	}
 }
