@@ -132,6 +132,9 @@ func requests() map[string]llm.Request {
 			{Role: llm.RoleAssistant, Content: []llm.Content{text("done")}},
 			{Role: llm.RoleAssistant},
 		}},
+		"a tool schema that is not JSON": {Model: "m", Tools: []llm.ToolSpec{{Name: "broken", Description: "d", Schema: json.RawMessage(`{"type":`)},
+			{Name: "fine", Description: "d", Schema: schema}},
+			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},
 		"effort empty, max tokens negative": {Model: "m", MaxTokens: -1, Options: map[string]any{"reasoningEffort": ""},
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},
 	}

@@ -185,6 +185,18 @@ func body(req llm.Request) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err == nil {
+		return buf.Bytes(), nil
+	}
+	// Only a schema that is not JSON (an MCP server's, say) fails to
+	// encode: offer that tool without one, as the SDK's types did, rather
+	// than fail every step.
+	for i := range r.Tools {
+		if !json.Valid(r.Tools[i].Function.Parameters) {
+			r.Tools[i].Function.Parameters = nil
+		}
+	}
+	buf.Reset()
 	if err := enc.Encode(r); err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
