@@ -133,15 +133,35 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	started := false
 	var out *sse
 	index := 0
-	textOpen := false
+	// open is the kind of the block being streamed: "text", "thinking"
+	// or "" for none.
+	open := ""
 	closeText := func() error {
-		if !textOpen {
+		if open == "" {
 			return nil
 		}
-		textOpen = false
+		if open == "thinking" {
+			// The API ends a thinking block with its signature.
+			if err := out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
+				"delta": map[string]any{"type": "signature_delta", "signature": "fakellm"}}); err != nil {
+				return err
+			}
+		}
+		open = ""
 		err := out.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 		index++
 		return err
+	}
+	// openBlock starts a block of kind unless one is being streamed.
+	openBlock := func(kind string, block map[string]any) error {
+		if open == kind {
+			return nil
+		}
+		if err := closeText(); err != nil {
+			return err
+		}
+		open = kind
+		return out.send("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": block})
 	}
 	err = s.run(r.Context(), script{req: req}, attempt, func(ev llm.Event) error {
 		if !started {
@@ -163,13 +183,15 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		switch ev.Kind {
+		case llm.EventReasoning:
+			if err := openBlock("thinking", map[string]any{"type": "thinking", "thinking": ""}); err != nil {
+				return err
+			}
+			return out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
+				"delta": map[string]any{"type": "thinking_delta", "thinking": ev.Text}})
 		case llm.EventText:
-			if !textOpen {
-				textOpen = true
-				if err := out.send("content_block_start", map[string]any{"type": "content_block_start", "index": index,
-					"content_block": map[string]any{"type": "text", "text": ""}}); err != nil {
-					return err
-				}
+			if err := openBlock("text", map[string]any{"type": "text", "text": ""}); err != nil {
+				return err
 			}
 			return out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
 				"delta": map[string]any{"type": "text_delta", "text": ev.Text}})
