@@ -306,6 +306,23 @@ func TestClusterZombieFenced(t *testing.T) {
 	if n := leases(t, cl.srvs[0].url); n != 1 {
 		t.Fatalf("node 0 holds %d leases, want 1", n)
 	}
+	// The session's title is node 0's to write too, but it is not the
+	// run's: written after a thaw it is a live node's write (conditional,
+	// harmless). Let it land first, so that every write counted below is
+	// the run's.
+	for {
+		sess, err := a.Session(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !core.IsDefaultTitle(sess.Title) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session got no title")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	cl.srvs[0].signal(syscall.SIGSTOP)
 	stopped := time.Now()
 	st := waitStatus(t, b, s.ID, func(st core.SessionStatus) bool { return st.Type == core.StatusIdle })
