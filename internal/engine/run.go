@@ -425,34 +425,27 @@ func (r *runner) unfinishedStep(ctx context.Context) (*step, error) {
 	if r.step != nil {
 		return nil, nil
 	}
-	infos, err := r.e.st.RunMessages(ctx, r.run.ID)
+	m, err := r.e.st.LastRunMessage(ctx, r.run.ID, core.RoleAssistant)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	for i := len(infos) - 1; i >= 0; i-- {
-		if infos[i].Role != core.RoleAssistant {
-			continue
+	s := &step{msg: m.Info}
+	open := false
+	for j := range m.Parts {
+		if m.Parts[j].Type == core.PartTool {
+			p := m.Parts[j]
+			s.calls = append(s.calls, &p)
+			_, waitsForChild := childOf(p)
+			open = open || p.State.Status == core.ToolPending || (waitsForChild && p.State.Status == core.ToolRunning)
 		}
-		m, err := r.e.st.Message(ctx, r.run.SessionID, infos[i].ID)
-		if err != nil {
-			return nil, err
-		}
-		s := &step{msg: m.Info}
-		open := false
-		for j := range m.Parts {
-			if m.Parts[j].Type == core.PartTool {
-				p := m.Parts[j]
-				s.calls = append(s.calls, &p)
-				_, waitsForChild := childOf(p)
-				open = open || p.State.Status == core.ToolPending || (waitsForChild && p.State.Status == core.ToolRunning)
-			}
-		}
-		if !open {
-			return nil, nil
-		}
-		return s, nil
 	}
-	return nil, nil
+	if !open {
+		return nil, nil
+	}
+	return s, nil
 }
 
 // callWithRetry makes the model call, retrying retryable failures within

@@ -558,16 +558,14 @@ const deliveryGrace = 250 * time.Millisecond
 
 // lastAssistant returns the run's last assistant message with its parts.
 func (s *Server) lastAssistant(ctx context.Context, sessionID, runID string) (core.MessageWithParts, error) {
-	msgs, err := s.st.RunMessages(ctx, runID)
-	if err != nil {
-		return core.MessageWithParts{}, err
+	m, err := s.st.LastRunMessage(ctx, runID, core.RoleAssistant)
+	if errors.Is(err, store.ErrNotFound) {
+		return m, fmt.Errorf("run %s has no assistant message: %w", runID, store.ErrNotFound)
 	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == core.RoleAssistant {
-			return s.st.Message(ctx, sessionID, msgs[i].ID)
-		}
+	if err == nil && m.Info.SessionID != sessionID {
+		return core.MessageWithParts{}, fmt.Errorf("run %s is not session %s's: %w", runID, sessionID, store.ErrNotFound)
 	}
-	return core.MessageWithParts{}, fmt.Errorf("run %s has no assistant message: %w", runID, store.ErrNotFound)
+	return m, err
 }
 
 func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) *apiError {

@@ -67,6 +67,9 @@ type Reader interface {
 	// RunMessages lists the infos (without parts) of the messages tied to a
 	// run, oldest first: its user messages and its assistant messages.
 	RunMessages(ctx context.Context, runID string) ([]core.Message, error)
+	// LastRunMessage returns, with its parts, the newest message of the
+	// given role tied to a run, or ErrNotFound.
+	LastRunMessage(ctx context.Context, runID, role string) (core.MessageWithParts, error)
 	// Message returns one message with its parts or ErrNotFound.
 	Message(ctx context.Context, sessionID, messageID string) (core.MessageWithParts, error)
 	// Run returns one run or ErrNotFound.

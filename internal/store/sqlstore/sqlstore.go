@@ -326,13 +326,29 @@ func (r Reader) RunMessages(ctx context.Context, runID string) ([]core.Message, 
 	return decodeMessages(rows)
 }
 
+// LastRunMessage implements store.Reader. It spares the callers that want
+// a run's last answer decoding every message of the run first.
+func (r Reader) LastRunMessage(ctx context.Context, runID, role string) (core.MessageWithParts, error) {
+	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE run_id = ? AND role = ? ORDER BY seq DESC LIMIT 1`, runID, role)
+	if err != nil {
+		return core.MessageWithParts{}, fmt.Errorf("get last %s message of run %s: %w", role, runID, err)
+	}
+	return r.withParts(ctx, rows)
+}
+
 // Message implements store.Reader.
 func (r Reader) Message(ctx context.Context, sessionID, messageID string) (core.MessageWithParts, error) {
-	var m core.MessageWithParts
 	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, messageID, sessionID)
 	if err != nil {
-		return m, fmt.Errorf("get message: %w", err)
+		return core.MessageWithParts{}, fmt.Errorf("get message: %w", err)
 	}
+	return r.withParts(ctx, rows)
+}
+
+// withParts decodes the one message rows hold, or none (ErrNotFound), and
+// reads its parts.
+func (r Reader) withParts(ctx context.Context, rows *sql.Rows) (core.MessageWithParts, error) {
+	var m core.MessageWithParts
 	infos, err := decodeMessages(rows)
 	if err != nil {
 		return m, err
@@ -341,7 +357,7 @@ func (r Reader) Message(ctx context.Context, sessionID, messageID string) (core.
 		return m, store.ErrNotFound
 	}
 	m.Info = infos[0]
-	rows, err = r.query(ctx, `SELECT data FROM parts WHERE message_id = ? ORDER BY pos`, messageID)
+	rows, err = r.query(ctx, `SELECT data FROM parts WHERE message_id = ? ORDER BY pos`, m.Info.ID)
 	if err != nil {
 		return m, fmt.Errorf("list parts: %w", err)
 	}

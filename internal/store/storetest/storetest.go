@@ -240,6 +240,34 @@ func testMessagesAndParts(t *testing.T, s store.Store, _ func() store.Store) {
 	if diff := cmp.Diff([]core.Message{u2, a2}, rm); diff != "" {
 		t.Errorf("run messages (-want +got):\n%s", diff)
 	}
+	// The newest of a role, with its parts; another run's are not it.
+	tool2 := tool
+	tool2.ID, tool2.MessageID = core.NewID(core.PrefixPart, false), a2.ID
+	mustTx(t, s, func(tx store.Tx) error { return tx.PutPart(ctx(t), tool2) })
+	last, err := s.LastRunMessage(ctx(t), "run_x", core.RoleAssistant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(core.MessageWithParts{Info: a2, Parts: []core.Part{tool2}}, last, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("last assistant message of the run (-want +got):\n%s", diff)
+	}
+	a3 := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: sess.ID, Role: core.RoleAssistant, RunID: "run_x"}
+	other := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: sess.ID, Role: core.RoleAssistant, RunID: "run_y"}
+	mustTx(t, s, func(tx store.Tx) error {
+		if err := tx.PutMessage(ctx(t), a3); err != nil {
+			return err
+		}
+		return tx.PutMessage(ctx(t), other)
+	})
+	if last, err := s.LastRunMessage(ctx(t), "run_x", core.RoleAssistant); err != nil || last.Info.ID != a3.ID {
+		t.Errorf("last assistant message of the run after another: %s, %v; want %s", last.Info.ID, err, a3.ID)
+	}
+	if last, err := s.LastRunMessage(ctx(t), "run_x", core.RoleUser); err != nil || last.Info.ID != u2.ID {
+		t.Errorf("last user message of the run: %s, %v; want %s", last.Info.ID, err, u2.ID)
+	}
+	if _, err := s.LastRunMessage(ctx(t), "run_none", core.RoleAssistant); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("run without messages: err = %v, want ErrNotFound", err)
+	}
 }
 
 func testMessagePaging(t *testing.T, s store.Store, _ func() store.Store) {
