@@ -96,18 +96,14 @@ func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done b
 // server's order of arrival, never the order of ids (a client chooses its
 // message ids).
 func unansweredTx(ctx context.Context, r store.Reader, run core.Run, stepMsgID string) (bool, error) {
-	msgs, err := r.RunMessages(ctx, run.ID)
+	// Usually nothing came after the step's message: the query answers
+	// from the index without decoding a message.
+	msgs, err := r.Messages(ctx, run.SessionID, store.MessageQuery{After: stepMsgID})
 	if err != nil {
 		return false, err
 	}
-	var at int64 = -1
 	for _, m := range msgs {
-		if m.ID == stepMsgID {
-			at = m.Seq
-		}
-	}
-	for _, m := range msgs {
-		if m.Role == core.RoleUser && at >= 0 && m.Seq > at && !isCompactionRequest(m) {
+		if m.Info.RunID == run.ID && m.Info.Role == core.RoleUser && !isCompactionRequest(m.Info) {
 			return true, nil
 		}
 	}
