@@ -32,7 +32,11 @@ func providerNode(t *testing.T, npm string) (*node, *fakellm.Server) {
 	      "npm": "` + npm + `",
 	      "name": "Fake",
 	      "options": {"baseURL": "` + base + `", "apiKey": "{env:AGENTD_TEST_NO_SUCH_VAR}test-key", "timeout": 60000},
-	      "models": {"fake-model": {"name": "Fake Model", "limit": {"context": 100000, "output": 4096}}}
+	      "models": {
+        "fake-model": {"name": "Fake Model", "limit": {"context": 100000, "output": 4096}},
+        "thinking-model": {"name": "Fake Thinking", "limit": {"context": 100000, "output": 4096},
+          "options": {"thinking": {"type": "enabled", "budgetTokens": 2048}}}
+      }
 	    }
 	  }
 	}`
@@ -85,6 +89,38 @@ func TestProviders(t *testing.T) {
 				runs, _ := n.c.Runs(ctx, sid)
 				if runs[0].Steps != 3 || runs[0].State != core.RunSucceeded {
 					t.Errorf("run = %+v", runs[0])
+				}
+			})
+			// With thinking on, Anthropic wants a tool-use turn's signed
+			// thinking back with its results (fakellm refuses the next
+			// step otherwise, as the API does); the signature is kept in
+			// the reasoning part's metadata, where opencode keeps it.
+			t.Run("thinking with tools", func(t *testing.T) {
+				sid := n.session()
+				m, err := n.c.Send(ctx, sid, client.Prompt{Text: "reasoning:let me look\ntool:echo:{\"text\":\"x\"}\nreply:looked",
+					Model: &client.ModelRef{ProviderID: "fake", ModelID: "thinking-model"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := textOf(m); !strings.HasPrefix(got, "looked") {
+					t.Fatalf("answer = %q", got)
+				}
+				msgs, err := n.c.Messages(ctx, sid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var reasoning *core.Part
+				for _, m := range msgs {
+					if p := partOf(m, core.PartReasoning); p != nil && reasoning == nil {
+						reasoning = p
+					}
+				}
+				if reasoning == nil || reasoning.Text != "let me look" {
+					t.Fatalf("reasoning part = %+v", reasoning)
+				}
+				an, _ := reasoning.Metadata["anthropic"].(map[string]any)
+				if sig, _ := an["signature"].(string); (npm == "@ai-sdk/anthropic") != (sig == "fakellm") {
+					t.Errorf("reasoning metadata = %v (provider %s)", reasoning.Metadata, npm)
 				}
 			})
 			t.Run("429 with Retry-After", func(t *testing.T) {

@@ -95,6 +95,14 @@ func isCompactionRequest(m core.Message) bool { return m.Agent == compactionAgen
 // compactionAgent names the agent of compaction requests and summaries.
 const compactionAgent = "compaction"
 
+// reasoningSignature is the signature a provider gave a reasoning part
+// ("" for none: such reasoning is not sent back).
+func reasoningSignature(p core.Part) string {
+	an, _ := p.Metadata["anthropic"].(map[string]any)
+	sig, _ := an["signature"].(string)
+	return sig
+}
+
 // compose is the model's view of msgs: when they hold a completed
 // compaction, its summary and the messages from its tail on; otherwise
 // all of them. It returns the id of the latest user message of run runID.
@@ -152,6 +160,10 @@ func convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 			case core.PartText:
 				if p.Text != "" {
 					asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text})
+				}
+			case core.PartReasoning:
+				if sig := reasoningSignature(p); sig != "" {
+					asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig})
 				}
 			case core.PartTool:
 				asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input})

@@ -585,6 +585,12 @@ func (r *runner) callOnce(ctx context.Context, p llm.Provider, req llm.Request) 
 	return p.Stream(ctx, req, func(ev llm.Event) error {
 		switch ev.Kind {
 		case llm.EventText, llm.EventReasoning:
+			if ev.Signature != "" {
+				r.signReasoning(ev.Signature)
+			}
+			if ev.Text == "" {
+				break
+			}
 			if err := r.delta(ctx, ev.Kind, ev.Text); err != nil {
 				return &writeError{err}
 			}
@@ -644,6 +650,16 @@ func (r *runner) delta(ctx context.Context, kind, text string) error {
 		return r.flushParts(ctx, false)
 	}
 	return nil
+}
+
+// signReasoning records the provider's signature of the reasoning part
+// streamed so far, where opencode keeps it (the part's metadata, by
+// provider); it is written with the part, and sent back with the
+// reasoning in later steps.
+func (r *runner) signReasoning(sig string) {
+	if st := r.step.reasoning; st != nil {
+		st.part.Metadata = map[string]any{"anthropic": map[string]any{"signature": sig}}
+	}
 }
 
 // flushParts persists the open text and reasoning parts; with end set it

@@ -19,6 +19,8 @@ type anBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
 }
 
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +35,11 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		MaxTokens int             `json:"max_tokens"`
 		Stream    bool            `json:"stream"`
 		System    json.RawMessage `json:"system"`
-		Tools     []struct {
+		Thinking  *struct {
+			Type         string `json:"type"`
+			BudgetTokens int    `json:"budget_tokens"`
+		} `json:"thinking"`
+		Tools []struct {
 			Name        string          `json:"name"`
 			Description string          `json:"description"`
 			InputSchema json.RawMessage `json:"input_schema"`
@@ -66,7 +72,12 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	for _, t := range in.Tools {
 		req.Tools = append(req.Tools, llm.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.InputSchema})
 	}
-	for _, m := range in.Messages {
+	thinkingOn := in.Thinking != nil && in.Thinking.Type == "enabled"
+	if thinkingOn && in.Thinking.BudgetTokens >= in.MaxTokens {
+		badRequest(w, "max_tokens must be greater than thinking.budget_tokens")
+		return
+	}
+	for i, m := range in.Messages {
 		msg := llm.Message{Role: llm.RoleUser}
 		if m.Role == "assistant" {
 			msg.Role = llm.RoleAssistant
@@ -79,8 +90,18 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 			badRequest(w, "content: "+err.Error())
 			return
 		}
+		if thinkingOn && m.Role == "assistant" && i == len(in.Messages)-2 && usesTools(blocks) &&
+			(blocks[0].Type != "thinking" || blocks[0].Signature == "") {
+			// As the API: with thinking on, the assistant turn whose tool
+			// results follow must begin with its signed thinking.
+			badRequest(w, "messages.assistant.content.0.type: Expected `thinking` or `redacted_thinking`, but found `"+blocks[0].Type+
+				"`. When `thinking` is enabled, a final `assistant` message must start with a thinking block.")
+			return
+		}
 		for _, b := range blocks {
 			switch b.Type {
+			case "thinking":
+				msg.Content = append(msg.Content, llm.Content{Type: llm.ContentReasoning, Text: b.Thinking, Signature: b.Signature})
 			case "text":
 				msg.Content = append(msg.Content, llm.Content{Type: llm.ContentText, Text: b.Text})
 			case "tool_use":
@@ -239,4 +260,14 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 func anUsage(u llm.Usage) map[string]any {
 	return map[string]any{"input_tokens": u.Input, "output_tokens": u.Output,
 		"cache_read_input_tokens": u.CacheRead, "cache_creation_input_tokens": u.CacheWrite}
+}
+
+// usesTools reports whether an assistant turn calls a tool.
+func usesTools(blocks []anBlock) bool {
+	for _, b := range blocks {
+		if b.Type == "tool_use" {
+			return true
+		}
+	}
+	return false
 }

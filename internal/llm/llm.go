@@ -21,6 +21,10 @@ const (
 	ContentText       = "text"
 	ContentToolCall   = "tool_call"
 	ContentToolResult = "tool_result"
+	// ContentReasoning is the model's reasoning of an earlier step, sent
+	// back only to the provider that signed it (Anthropic requires the
+	// thinking of a tool-use turn back with the tool results).
+	ContentReasoning = "reasoning"
 )
 
 // Content is one block of a message.
@@ -31,6 +35,8 @@ type Content struct {
 	Name    string
 	Input   json.RawMessage
 	IsError bool
+	// Signature is the provider's signature of a ContentReasoning block.
+	Signature string
 }
 
 // Message is one turn of the conversation.
@@ -116,6 +122,9 @@ type Event struct {
 	Input  json.RawMessage
 	Usage  Usage
 	Finish string
+	// Signature, on an EventReasoning without text, signs the reasoning
+	// streamed since the last one (Anthropic's thinking blocks).
+	Signature string
 }
 
 // Provider streams one model call. It calls emit for each event in order

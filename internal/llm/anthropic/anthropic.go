@@ -104,6 +104,8 @@ type block struct {
 	ToolUseID    string          `json:"tool_use_id,omitempty"`
 	Content      []textBlock     `json:"content,omitempty"`
 	IsError      *bool           `json:"is_error,omitempty"`
+	Thinking     string          `json:"thinking,omitempty"`
+	Signature    string          `json:"signature,omitempty"`
 	CacheControl *cacheControl   `json:"cache_control,omitempty"`
 }
 
@@ -157,6 +159,12 @@ func (p *Provider) body(req llm.Request) ([]byte, error) {
 					input = json.RawMessage(`{}`)
 				}
 				blocks = append(blocks, block{Type: "tool_use", ID: c.CallID, Name: c.Name, Input: input})
+			case llm.ContentReasoning:
+				// Only thinking Anthropic signed goes back, and it goes
+				// back whole: the API checks the signature.
+				if c.Signature != "" {
+					blocks = append(blocks, block{Type: "thinking", Thinking: c.Text, Signature: c.Signature})
+				}
 			case llm.ContentToolResult:
 				isError := c.IsError
 				blocks = append(blocks, block{Type: "tool_result", ToolUseID: c.CallID, IsError: &isError,
@@ -177,8 +185,10 @@ func (p *Provider) body(req llm.Request) ([]byte, error) {
 	// newest message, so the next step reads the whole conversation from
 	// the cache.
 	if n := len(r.Messages); n > 0 {
-		blocks := r.Messages[n-1].Content
-		blocks[len(blocks)-1].CacheControl = ephemeral
+		// Thinking blocks take no cache breakpoint.
+		if blocks := r.Messages[n-1].Content; blocks[len(blocks)-1].Type != "thinking" {
+			blocks[len(blocks)-1].CacheControl = ephemeral
+		}
 	}
 	for _, b := range req.System {
 		if b != "" {
@@ -251,6 +261,7 @@ type event struct {
 		Text        string `json:"text"`
 		Thinking    string `json:"thinking"`
 		PartialJSON string `json:"partial_json"`
+		Signature   string `json:"signature"`
 		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
 	Usage eventUsage `json:"usage"`
@@ -278,6 +289,8 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		input    []byte
 	}
 	var tool *toolUse
+	// thinking holds the open thinking block's signature as it arrives.
+	var thinking *strings.Builder
 	var usage llm.Usage
 	finish := "stop"
 	for stream.Next() {
@@ -288,8 +301,11 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 			usage.Input, usage.CacheRead, usage.CacheWrite = u.InputTokens, u.CacheReadInputTokens, u.CacheCreationInputTokens
 			usage.Output = u.OutputTokens
 		case "content_block_start":
-			if ev.ContentBlock.Type == "tool_use" {
+			switch ev.ContentBlock.Type {
+			case "tool_use":
 				tool = &toolUse{id: ev.ContentBlock.ID, name: ev.ContentBlock.Name}
+			case "thinking":
+				thinking = &strings.Builder{}
 			}
 		case "content_block_delta":
 			switch ev.Delta.Type {
@@ -305,8 +321,20 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 				if tool != nil {
 					tool.input = append(tool.input, ev.Delta.PartialJSON...)
 				}
+			case "signature_delta":
+				if thinking != nil {
+					thinking.WriteString(ev.Delta.Signature)
+				}
 			}
 		case "content_block_stop":
+			if thinking != nil {
+				if sig := thinking.String(); sig != "" {
+					if err := emit(llm.Event{Kind: llm.EventReasoning, Signature: sig}); err != nil {
+						return err
+					}
+				}
+				thinking = nil
+			}
 			if tool != nil {
 				in := tool.input
 				if len(in) == 0 {

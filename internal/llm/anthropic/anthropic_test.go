@@ -13,7 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/llm/anthropic"
 )
 
-// What the stream carries reaches the engine as events: thinking, text,
+// What the stream carries reaches the engine as events: signed thinking, text,
 // parallel tool calls whose input arrives in pieces, usage with cache
 // counts and the stop reason; an HTTP error keeps its status and
 // Retry-After, and an event that is not JSON fails the call.
@@ -34,12 +34,13 @@ func TestStreamDecodesEveryKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reasoning string
+	var reasoning, signature string
 	var calls []string
 	for _, ev := range evs {
 		switch ev.Kind {
 		case llm.EventReasoning:
 			reasoning += ev.Text
+			signature += ev.Signature
 		case llm.EventToolCall:
 			calls = append(calls, ev.Name+" "+string(ev.Input))
 			if ev.CallID == "" {
@@ -47,8 +48,8 @@ func TestStreamDecodesEveryKind(t *testing.T) {
 			}
 		}
 	}
-	if reasoning != "hmm" {
-		t.Errorf("reasoning = %q, want hmm", reasoning)
+	if reasoning != "hmm" || signature != "fakellm" {
+		t.Errorf("reasoning = %q signed %q, want hmm signed fakellm", reasoning, signature)
 	}
 	if d := cmp.Diff([]string{`read {"path":"a"}`, `list {"path":"."}`}, calls); d != "" {
 		t.Errorf("tool calls (-want +got):\n%s", d)

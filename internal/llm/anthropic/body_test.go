@@ -34,6 +34,10 @@ func sdkParams(p *Provider, req llm.Request) sdk.MessageNewParams {
 				blocks = append(blocks, sdk.NewToolUseBlock(c.CallID, input, c.Name))
 			case llm.ContentToolResult:
 				blocks = append(blocks, sdk.NewToolResultBlock(c.CallID, c.Text, c.IsError))
+			case llm.ContentReasoning:
+				if c.Signature != "" {
+					blocks = append(blocks, sdk.NewThinkingBlock(c.Signature, c.Text))
+				}
 			}
 		}
 		if len(blocks) == 0 {
@@ -144,7 +148,10 @@ func requests() map[string]llm.Request {
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("think")}}}},
 		"tool round trip": {Model: "m", Messages: []llm.Message{
 			{Role: llm.RoleUser, Content: []llm.Content{text("list it")}},
-			{Role: llm.RoleAssistant, Content: []llm.Content{text("Looking"),
+			{Role: llm.RoleAssistant, Content: []llm.Content{
+				{Type: llm.ContentReasoning, Text: "I should list it.", Signature: "sig-1"},
+				{Type: llm.ContentReasoning, Text: "unsigned reasoning is not sent back"},
+				text("Looking"),
 				{Type: llm.ContentToolCall, CallID: "toolu_1", Name: "list", Input: json.RawMessage(`{"path":".","deep":{"a":[1,2]}}`)},
 				{Type: llm.ContentToolCall, CallID: "toolu_2", Name: "noargs"},
 				{Type: llm.ContentToolCall, CallID: "toolu_3", Name: "bad", Input: json.RawMessage(`{"unfinished":`)}}},
@@ -153,6 +160,10 @@ func requests() map[string]llm.Request {
 				{Type: llm.ContentToolResult, CallID: "toolu_3", Text: ""}, text("and then?")}},
 			{Role: llm.RoleAssistant, Content: []llm.Content{text("done")}},
 			{Role: llm.RoleAssistant},
+		}},
+		"ends with thinking": {Model: "m", Messages: []llm.Message{
+			{Role: llm.RoleUser, Content: []llm.Content{text("go on")}},
+			{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentReasoning, Text: "hmm", Signature: "sig-2"}}},
 		}},
 	}
 }
