@@ -500,10 +500,7 @@ func (r Reader) derivedStatus(ctx context.Context, sessionID string) (core.Sessi
 	if err != nil {
 		return core.SessionStatus{}, err
 	}
-	if active != nil {
-		return core.StatusOf(active, nil), nil
-	}
-	return core.StatusOf(nil, last), nil
+	return core.StatusOf(active, last), nil
 }
 
 // SessionStatus implements store.Reader.
