@@ -207,11 +207,8 @@ func convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 // the kept part with the prefix.
 func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 	since, kept := r.run.UserMessageID, []core.MessageWithParts(nil)
-	for i := len(r.own) - 1; i >= 0; i-- {
-		if r.own[i].Info.Role == core.RoleAssistant {
-			since, kept = r.own[i].Info.ID, r.own[:i:i]
-			break
-		}
+	if i := newestAssistant(r.own); i >= 0 {
+		since, kept = r.own[i].Info.ID, r.own[:i:i]
 	}
 	fresh, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Since: since})
 	if err != nil {
@@ -261,10 +258,7 @@ func (r *runner) keepHistory() {
 	if r.prefix == nil || latestCompaction(r.own) != nil {
 		return
 	}
-	i := len(r.own) - 1
-	for i >= 0 && r.own[i].Info.Role != core.RoleAssistant {
-		i--
-	}
+	i := newestAssistant(r.own)
 	if i <= 0 {
 		return
 	}
@@ -277,10 +271,18 @@ func (r *runner) keepHistory() {
 	if e, ok := c.entries[r.run.SessionID]; ok && e.throughSeq >= last.Seq {
 		return
 	}
-	if c.entries == nil {
-		c.entries = make(map[string]*historyEntry)
+	c.put(r.run.SessionID, newEntry(last.ID, last.Seq, out))
+}
+
+// newestAssistant is the index of the last assistant message in msgs, -1
+// when there is none.
+func newestAssistant(msgs []core.MessageWithParts) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Info.Role == core.RoleAssistant {
+			return i
+		}
 	}
-	c.put(r.run.SessionID, &historyEntry{through: last.ID, throughSeq: last.Seq, msgs: out[:len(out):len(out)], size: sizeOf(out)})
+	return -1
 }
 
 // historyCacheBytes bounds the text the converted histories keep, rather
@@ -322,9 +324,18 @@ func sizeOf(msgs []llm.Message) int {
 	return n
 }
 
+// newEntry is the view msgs, through the message through at position
+// seq; its capacity is cut so that no run appends into it.
+func newEntry(through string, seq int64, msgs []llm.Message) *historyEntry {
+	return &historyEntry{through: through, throughSeq: seq, msgs: msgs[:len(msgs):len(msgs)], size: sizeOf(msgs)}
+}
+
 // put keeps e for the session and evicts other entries, arbitrary ones,
 // until the cache is within its budget. c.mu is held.
 func (c *historyCache) put(sessionID string, e *historyEntry) {
+	if c.entries == nil {
+		c.entries = make(map[string]*historyEntry)
+	}
 	if old, ok := c.entries[sessionID]; ok {
 		c.bytes -= old.size
 	}
@@ -395,10 +406,7 @@ func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run
 	}
 	if through != "" {
 		c.mu.Lock()
-		if c.entries == nil {
-			c.entries = make(map[string]*historyEntry)
-		}
-		c.put(run.SessionID, &historyEntry{through: through, throughSeq: throughSeq, msgs: out[:len(out):len(out)], size: sizeOf(out)})
+		c.put(run.SessionID, newEntry(through, throughSeq, out))
 		c.mu.Unlock()
 	}
 	return out, nil
