@@ -4,7 +4,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,8 +154,8 @@ func (p *Provider) body(req llm.Request) ([]byte, error) {
 				}
 			case llm.ContentToolCall:
 				input := json.RawMessage(c.Input)
-				if len(input) == 0 || !json.Valid(input) {
-					input = json.RawMessage(`{}`)
+				if len(input) == 0 {
+					input = emptyInput
 				}
 				blocks = append(blocks, block{Type: "tool_use", ID: c.CallID, Name: c.Name, Input: input})
 			case llm.ContentReasoning:
@@ -218,14 +217,24 @@ func (p *Provider) body(req llm.Request) ([]byte, error) {
 		r.Tools = append(r.Tools, toolParam{Name: t.Name, Description: t.Description,
 			InputSchema: inputSchema{Type: "object", Properties: schema.Properties, Required: schema.Required}})
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
+	b, err := llm.EncodeBody(r, func() {
+		// A tool input that is not JSON goes as an empty object, as the
+		// SDK's types sent it.
+		for _, t := range r.Messages {
+			for i := range t.Content {
+				if t.Content[i].Type == "tool_use" && !json.Valid(t.Content[i].Input) {
+					t.Content[i].Input = emptyInput
+				}
+			}
+		}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("encode messages request: %w", err)
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
+
+var emptyInput = json.RawMessage(`{}`)
 
 // thinkingBudget reads opencode's thinking option:
 // {"thinking": {"type": "enabled", "budgetTokens": N}}.

@@ -5,7 +5,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -182,25 +181,19 @@ func body(req llm.Request) ([]byte, error) {
 		r.Tools = append(r.Tools, chatFunction{Type: "function",
 			Function: definition{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err == nil {
-		return buf.Bytes(), nil
-	}
-	// Only a schema that is not JSON (an MCP server's, say) fails to
-	// encode: offer that tool without one, as the SDK's types did, rather
-	// than fail every step.
-	for i := range r.Tools {
-		if !json.Valid(r.Tools[i].Function.Parameters) {
-			r.Tools[i].Function.Parameters = nil
+	b, err := llm.EncodeBody(r, func() {
+		// A tool whose schema is not JSON is offered without one, as the
+		// SDK's types did, rather than fail every step.
+		for i := range r.Tools {
+			if !json.Valid(r.Tools[i].Function.Parameters) {
+				r.Tools[i].Function.Parameters = nil
+			}
 		}
-	}
-	buf.Reset()
-	if err := enc.Encode(r); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 // chunk is what agentd reads of one streamed chunk.
