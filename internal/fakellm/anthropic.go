@@ -157,7 +157,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 	// open is the kind of the block being streamed: "text", "thinking"
 	// or "" for none.
 	open := ""
-	closeText := func() error {
+	closeBlock := func() error {
 		if open == "" {
 			return nil
 		}
@@ -178,7 +178,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		if open == kind {
 			return nil
 		}
-		if err := closeText(); err != nil {
+		if err := closeBlock(); err != nil {
 			return err
 		}
 		open = kind
@@ -217,7 +217,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 			return out.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
 				"delta": map[string]any{"type": "text_delta", "text": ev.Text}})
 		case llm.EventToolCall:
-			if err := closeText(); err != nil {
+			if err := closeBlock(); err != nil {
 				return err
 			}
 			if err := out.send("content_block_start", map[string]any{"type": "content_block_start", "index": index,
@@ -236,7 +236,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 			index++
 			return err
 		case llm.EventFinish:
-			if err := closeText(); err != nil {
+			if err := closeBlock(); err != nil {
 				return err
 			}
 			stop := "end_turn"

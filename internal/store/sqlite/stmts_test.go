@@ -9,6 +9,17 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
+// openTemp opens a store on a fresh database, closed at the test's end.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "a.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // After a first round of writes and reads, the same work prepares nothing
 // more: every statement text is parsed once per handle, the writer's too
 // (prepared between batches, since its one connection is busy inside
@@ -16,11 +27,7 @@ import (
 func TestStatementsPreparedOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "a.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	round := func() {
 		t.Helper()
 		now := time.Now().UnixMilli()
@@ -72,11 +79,7 @@ func TestStatementsPreparedOnce(t *testing.T) {
 func TestSeveralStatementsNotCached(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "a.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	q := `SELECT 1; SELECT 2`
 	if st := s.rs.get(ctx, q); st != nil {
 		t.Fatal("a two-statement text was prepared")
@@ -99,11 +102,7 @@ func TestCommitCeiling(t *testing.T) {
 // syscalls (7 % of the server's CPU with 1,000 busy sessions).
 func TestStatementJournalInMemory(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "a.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	var mode int
 	if err := s.w.QueryRowContext(t.Context(), "PRAGMA temp_store").Scan(&mode); err != nil {
 		t.Fatal(err)
