@@ -223,25 +223,41 @@ func TestClientRulesOnlyNarrow(t *testing.T) {
 }
 
 // TestBashAsksByDefault: with no rule from the operator, bash asks; an
-// "always" answer then allows that command for the session.
+// "always" answer then allows the commands that were asked about, each by
+// its own name, and nothing chained after them.
 func TestBashAsksByDefault(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, func(c *app.Config) { c.Engine.Permission = nil })
 	sid := n.session()
-	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:bash:{"command":"cat /etc/hostname"}`}); err != nil {
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:bash:{"command":"echo hi; id -u"}`}); err != nil {
 		t.Fatal(err)
 	}
 	req := n.waitPermission(sid)
-	if req.Permission != "bash" {
-		t.Fatalf("asked %q", req.Permission)
+	if req.Permission != "bash" || strings.Join(req.Patterns, "|") != "echo hi|id -u" || strings.Join(req.Always, "|") != "echo *|id *" {
+		t.Fatalf("asked %+v", req)
 	}
 	if err := n.c.ReplyPermission(t.Context(), req.ID, "always", ""); err != nil {
 		t.Fatal(err)
 	}
 	n.waitIdle(sid)
-	// The grant covers the next call of the same command.
-	m := n.send(sid, `tool:bash:{"command":"cat /etc/hostname"}`)
+	// The grant covers the same commands with other arguments.
+	m := n.send(sid, `tool:bash:{"command":"echo ok; id"}`)
 	if strings.Contains(textOf(m), "permission") || n.status(sid).Last.Outcome != core.RunSucceeded {
-		t.Errorf("the granted command asked again or failed: %q", textOf(m))
+		t.Errorf("the granted commands asked again or failed: %q", textOf(m))
+	}
+	// A command chained or substituted after them still asks.
+	for _, cmd := range []string{`echo ok; head -c 20 /etc/hostname`, "echo $(cat /etc/hostname) `id`"} {
+		in, _ := json.Marshal(map[string]string{"command": cmd})
+		if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "tool:bash:" + string(in)}); err != nil {
+			t.Fatal(err)
+		}
+		req = n.waitPermission(sid)
+		if req.Permission != "bash" && req.Permission != "external_directory" {
+			t.Errorf("%s: asked %+v", cmd, req)
+		}
+		if err := n.c.ReplyPermission(t.Context(), req.ID, "reject", ""); err != nil {
+			t.Fatal(err)
+		}
+		n.waitIdle(sid)
 	}
 }

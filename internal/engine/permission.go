@@ -48,18 +48,7 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 		}
 	}
 	for _, need := range needs {
-		action := core.ActionAllow
-		for _, pat := range need.Patterns {
-			switch permission.Decide(r.operatorRules(), sess.Permission, sess.Granted, need.Permission, pat) {
-			case core.ActionDeny:
-				action = core.ActionDeny
-			case core.ActionAsk:
-				if action != core.ActionDeny {
-					action = core.ActionAsk
-				}
-			}
-		}
-		switch action {
+		switch need.Decide(r.operatorRules(), sess.Permission, sess.Granted) {
 		case core.ActionDeny:
 			res := tool.Errorf(fmt.Sprintf("permission denied by rule: %s %s", need.Permission, strings.Join(need.Patterns, ", ")))
 			return &res, nil

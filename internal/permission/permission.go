@@ -31,6 +31,16 @@ func Defaults() []core.Rule {
 // ask or deny, ask to deny), and rules granted by "always" answers may
 // only turn an ask into allow. An operator's deny always wins.
 func Decide(operator, client, granted []core.Rule, permission, pattern string) string {
+	return decide(operator, client, granted, permission, pattern, false)
+}
+
+// DecideExact is Decide for a pattern that a grant allows only when it is
+// that very pattern: a wildcard grant does not cover it.
+func DecideExact(operator, client, granted []core.Rule, permission, pattern string) string {
+	return decide(operator, client, granted, permission, pattern, true)
+}
+
+func decide(operator, client, granted []core.Rule, permission, pattern string, exact bool) string {
 	op := Evaluate(operator, permission, pattern)
 	if op == core.ActionDeny {
 		return core.ActionDeny
@@ -39,6 +49,14 @@ func Decide(operator, client, granted []core.Rule, permission, pattern string) s
 		op = c
 	}
 	if op == core.ActionAsk {
+		if exact {
+			for _, g := range granted {
+				if g.Pattern == pattern && Match(g.Permission, permission) && g.Action == core.ActionAllow {
+					return core.ActionAllow
+				}
+			}
+			return op
+		}
 		if g, ok := lastMatch(granted, permission, pattern); ok && g == core.ActionAllow {
 			return core.ActionAllow
 		}
@@ -76,8 +94,17 @@ func Evaluate(rules []core.Rule, permission, pattern string) string {
 }
 
 // Match reports whether s matches the wildcard pattern: '*' matches any
-// run of characters (slashes and spaces included), '?' exactly one.
+// run of characters (slashes and spaces included), '?' exactly one. As in
+// opencode, a pattern ending in " *" also matches without its arguments:
+// "git status *" matches "git status".
 func Match(pattern, s string) bool {
+	if cmd, ok := strings.CutSuffix(pattern, " *"); ok && s == cmd {
+		return true
+	}
+	return match(pattern, s)
+}
+
+func match(pattern, s string) bool {
 	// Iterative wildcard matching with backtracking to the last star.
 	p, i := 0, 0
 	star, mark := -1, 0

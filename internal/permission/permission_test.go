@@ -17,6 +17,7 @@ func TestMatch(t *testing.T) {
 		{"*", "", true}, {"*", "anything at all", true}, {"git *", "git status", true}, {"git *", "gitk", false},
 		{"rm -rf *", "rm -rf /", true}, {"/tmp/*", "/tmp/a/b", true}, {"a?c", "abc", true}, {"a?c", "ac", false},
 		{"*.go", "x/y.go", true}, {"*.go", "y.gox", false}, {"a*b*c", "aXXbYYc", true}, {"a*b*c", "aXXbYY", false},
+		{"git status *", "git status", true}, {"id *", "id", true}, {"id *", "idx", false}, {"git *", "git", true},
 	} {
 		if got := Match(c.p, c.s); got != c.want {
 			t.Errorf("Match(%q, %q) = %v", c.p, c.s, got)
@@ -55,6 +56,30 @@ func TestParseAndEvaluate(t *testing.T) {
 	for _, bad := range []string{`"maybe"`, `{"bash":"sometimes"}`, `{"bash":{"x":1}}`, `[1]`} {
 		if _, err := ParseConfig([]byte(bad)); err == nil {
 			t.Errorf("ParseConfig(%s) accepted", bad)
+		}
+	}
+}
+
+func TestDecideExactIgnoresWildcardGrants(t *testing.T) {
+	t.Parallel()
+	granted := []core.Rule{{Permission: "bash", Pattern: "find *", Action: core.ActionAllow},
+		{Permission: "bash", Pattern: "sudo ls", Action: core.ActionAllow}}
+	for _, c := range []struct {
+		pattern string
+		exact   bool
+		want    string
+	}{
+		{"find . -name x", false, core.ActionAllow},
+		{"find . -exec rm {} +", true, core.ActionAsk},
+		{"sudo ls", true, core.ActionAllow},
+		{"sudo ls /root", true, core.ActionAsk},
+	} {
+		decide := Decide
+		if c.exact {
+			decide = DecideExact
+		}
+		if got := decide(Defaults(), nil, granted, "bash", c.pattern); got != c.want {
+			t.Errorf("%q (exact %v) = %s, want %s", c.pattern, c.exact, got, c.want)
 		}
 	}
 }

@@ -7,10 +7,12 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"sync"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/permission"
 )
 
 // Call is one invocation of a tool.
@@ -47,6 +49,37 @@ type Need struct {
 	Always   []string
 	Title    string
 	Metadata map[string]any
+	// Exact are those of Patterns that an "always" answer allows only when
+	// it named that very pattern: commands whose arguments let them do
+	// more than a wildcard grant's name says (find -exec, sudo …).
+	Exact []string
+	// Ask makes the need ask where the rules would allow it (a deny still
+	// denies), for calls whose patterns cannot be trusted to say what the
+	// call does, such as a shell command that does not parse.
+	Ask bool
+}
+
+// Decide is the need's action under the operator's, the client's and the
+// granted rules: deny when a pattern is denied, ask when one asks (or the
+// need always asks), else allow.
+func (n Need) Decide(operator, client, granted []core.Rule) string {
+	action := core.ActionAllow
+	for _, pat := range n.Patterns {
+		decide := permission.Decide
+		if slices.Contains(n.Exact, pat) {
+			decide = permission.DecideExact
+		}
+		switch decide(operator, client, granted, n.Permission, pat) {
+		case core.ActionDeny:
+			return core.ActionDeny
+		case core.ActionAsk:
+			action = core.ActionAsk
+		}
+	}
+	if n.Ask {
+		action = core.ActionAsk
+	}
+	return action
 }
 
 // Permissioned is implemented by tools that need permissions. Needs must

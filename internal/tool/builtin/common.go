@@ -200,17 +200,3 @@ func (Grep) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "
 // Needs implements tool.Permissioned.
 func (List) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "list") }
 
-// Needs implements tool.Permissioned.
-func (Bash) Needs(call tool.Call) []tool.Need {
-	var in struct {
-		Command string `json:"command"`
-		Workdir string `json:"workdir"`
-	}
-	if json.Unmarshal(call.Input, &in) != nil || in.Command == "" {
-		return nil
-	}
-	needs := externalNeed(call, in.Workdir, false)
-	first, _, _ := strings.Cut(strings.TrimSpace(in.Command), " ")
-	return append(needs, tool.Need{Permission: "bash", Patterns: []string{in.Command}, Always: []string{first + " *"},
-		Title: in.Command, Metadata: map[string]any{"command": in.Command}})
-}

@@ -1,0 +1,129 @@
+package builtin
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/permission"
+	"github.com/agentd/agentd/internal/tool"
+)
+
+// decide is what the engine decides for a call's needs with the default
+// rules and the session's grants.
+func decide(needs []tool.Need, granted []core.Rule) string {
+	out := core.ActionAllow
+	for _, n := range needs {
+		switch n.Decide(permission.Defaults(), nil, granted) {
+		case core.ActionDeny:
+			return core.ActionDeny
+		case core.ActionAsk:
+			out = core.ActionAsk
+		}
+	}
+	return out
+}
+
+// grant is what an "always" answer to every need of the call stores.
+func grant(needs []tool.Need) []core.Rule {
+	var rules []core.Rule
+	for _, n := range needs {
+		for _, a := range n.Always {
+			rules = append(rules, core.Rule{Permission: n.Permission, Pattern: a, Action: core.ActionAllow})
+		}
+	}
+	return rules
+}
+
+func bashNeeds(t *testing.T, ws, command string) []tool.Need {
+	t.Helper()
+	in, _ := json.Marshal(map[string]string{"command": command})
+	return Bash{}.Needs(tool.Call{Directory: ws, Input: in})
+}
+
+// TestBashAlwaysAllowsOnlyWhatWasAsked replays the escapes found against
+// the first-word grant: after "always" on one command, each of these must
+// still ask.
+func TestBashAlwaysAllowsOnlyWhatWasAsked(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	for _, tc := range []struct {
+		granted string
+		later   string
+		want    string
+	}{
+		{"echo hi; id -u", "echo ok; head -c 20 /etc/shadow", core.ActionAsk},
+		{"echo hi; id -u", "echo PWN > ../outside", core.ActionAsk},
+		{"echo hi; id -u", "echo $(cat /etc/hostname) `id`", core.ActionAsk},
+		{"echo hi; id -u", "echo $(cat hostname)", core.ActionAsk},
+		{"echo hi; id -u", "echo x | sh", core.ActionAsk},
+		{"echo hi; id -u", "echo x > $HOME/.bashrc", core.ActionAsk},
+		{"echo hi; id -u", "echo <(curl x)", core.ActionAsk},
+		{"echo hi; id -u", "PATH=/tmp echo x", core.ActionAsk},
+		{"git status", "git push --force", core.ActionAsk},
+		{"git status", "git status && rm -rf .", core.ActionAsk},
+		{"bash -c 'ls'", "bash -c 'rm -rf .'", core.ActionAsk},
+		{"xargs ls", "xargs rm", core.ActionAsk},
+		{"find . -name x", "find . -exec rm {} +", core.ActionAsk},
+		{"echo hi", "echo (", core.ActionAsk},
+		{"echo hi", "echo hi > /etc/motd", core.ActionAsk},
+		{"echo hi", "cat ~/.ssh/id_rsa", core.ActionAsk},
+		{"ls", "ls /", core.ActionAsk},
+		{"ls", "ls ../..", core.ActionAsk},
+		// What was granted, and what it was meant to cover, runs.
+		{"echo hi; id -u", "echo bye; id", core.ActionAllow},
+		{"echo hi; id -u", "echo hi > out.txt 2>/dev/null", core.ActionAllow},
+		{"git status", "git status --short | head -5", core.ActionAsk}, // head was never granted
+		{"git status; head -1 x", "git status --short | head -5", core.ActionAllow},
+		{"npm run build", "npm run build -- --watch", core.ActionAllow},
+		{"npm run build", "npm run deploy", core.ActionAsk},
+		{"go test ./...", "go test -run X ./internal/...", core.ActionAllow},
+		{"ls -la", "ls sub/dir", core.ActionAllow},
+	} {
+		granted := grant(bashNeeds(t, ws, tc.granted))
+		if got := decide(bashNeeds(t, ws, tc.later), granted); got != tc.want {
+			t.Errorf("after always on %q, %q: %s, want %s (grants %v)", tc.granted, tc.later, got, tc.want, granted)
+		}
+	}
+}
+
+func TestBashNeeds(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	needs := bashNeeds(t, ws, "cd sub && echo x > out.txt; cat < ../../etc/passwd 2>&1 >> log")
+	var perms []string
+	for _, n := range needs {
+		perms = append(perms, n.Permission)
+	}
+	want := []string{"external_directory", "edit", "edit", "bash"}
+	if len(perms) != len(want) {
+		t.Fatalf("needs = %+v", needs)
+	}
+	for i := range want {
+		if perms[i] != want[i] {
+			t.Fatalf("needs = %+v", needs)
+		}
+	}
+	if got := needs[0].Patterns; len(got) != 1 || got[0] != filepath.Dir(filepath.Dir(ws)) && got[0] != filepath.Dir(ws) {
+		// ../../etc from the workspace is two levels up; the grant names
+		// the directory of the file.
+		t.Logf("external patterns = %v", got)
+	}
+	if got := needs[3].Patterns; len(got) != 3 || got[0] != "cd sub" || got[1] != "echo x" || got[2] != "cat" {
+		t.Errorf("bash patterns = %v", got)
+	}
+	if got := needs[3].Metadata["command"]; got == nil {
+		t.Error("no command in the ask's metadata")
+	}
+	// A command that does not parse asks even when every command is
+	// allowed, and offers no grant.
+	bad := bashNeeds(t, ws, "echo $((")
+	if len(bad) != 1 || !bad[0].Ask || len(bad[0].Always) != 0 {
+		t.Errorf("unparsed needs = %+v", bad)
+	}
+}
