@@ -199,4 +199,3 @@ func (Grep) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "
 
 // Needs implements tool.Permissioned.
 func (List) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "list") }
-
