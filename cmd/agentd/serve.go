@@ -51,7 +51,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	cors := fs.String("cors", "", "browser origins allowed besides the server's own, comma-separated")
 	tlsCert := fs.String("tls-cert", "", "certificate file: serve HTTPS (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "private key file of --tls-cert")
-	maxConns := fs.Int("max-conns", 4096, "connections served at once; more are answered 503")
+	maxConns := fs.Int("max-conns", 0, "connections served at once; more are answered 503 (0: what the open-file limit allows, less a reserve)")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiles under /debug/pprof/")
 	if err := fs.Parse(args); err != nil {
 		return exitError{2}

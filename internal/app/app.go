@@ -85,8 +85,11 @@ type Config struct {
 	// WebFetchAllow lists the networks the webfetch tool may reach although
 	// they are on this machine or private (agentd.webfetch.allow).
 	WebFetchAllow []netip.Prefix
-	// MaxConns bounds the connections served at once (default 4096).
+	// MaxConns bounds the connections served at once (default: as many
+	// as the open-file limit allows, less a reserve; see connLimit).
 	MaxConns int
+	// BodyTimeout bounds the reading of a request's body (default 30 s).
+	BodyTimeout time.Duration
 	// Pprof serves Go's profiles under /debug/pprof/.
 	Pprof bool
 	// Tracer records spans of requests, runs, steps, model and tool calls
@@ -209,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
-		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer,
+		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -217,8 +220,12 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		release()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = 4096
+	nofile := raiseFileLimit()
+	if n := connLimit(cfg.MaxConns, nofile); n != cfg.MaxConns {
+		if cfg.MaxConns > 0 {
+			cfg.Logger.Warn("--max-conns lowered to what the open-file limit allows", "asked", cfg.MaxConns, "max_conns", n, "nofile", nofile)
+		}
+		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
 	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps}

@@ -141,6 +141,26 @@ func TestConnectionCap(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// Over the cap, nothing is written before a request was read: a
+	// client that has not asked yet finds no answer waiting, and Go's
+	// client (which would discard one as unsolicited) gets the 503.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if b, err := c.Read(make([]byte, 64)); b > 0 || err == nil {
+		t.Errorf("an answer came before a request: %d bytes, %v", b, err)
+	}
+	c.Close()
+	resp, err := http.Get(n.app.URL() + "/global/health")
+	if err != nil {
+		t.Fatalf("over the cap, Go's client got an error instead of a 503: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("over the cap: %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
 	for _, c := range held {
 		c.Close()
 	}
@@ -153,6 +173,40 @@ func TestConnectionCap(t *testing.T) {
 			t.Fatal("the places were not given back")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStalledBodyTimesOut: a client that sends headers and part of a body
+// and then stalls gets its 400 once the body deadline passes, and the
+// connection is closed; it cannot hold the connection by draining.
+func TestStalledBodyTimesOut(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) { c.BodyTimeout = 300 * time.Millisecond })
+	sid := n.session()
+	addr := strings.TrimPrefix(n.app.URL(), "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /session/%s/prompt_async HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"parts\":", sid, addr)
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	rest, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(rest), "request body") {
+		t.Errorf("answer = %d %s", resp.StatusCode, rest)
+	}
+	// The server closes the connection: the next read ends at once.
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("the connection stayed open")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the answer took %v", d)
 	}
 }
 

@@ -53,10 +53,24 @@ type Admission struct {
 	Steered bool
 }
 
+// Budgets of a prompt: far above what a person or an SDK sends, and each
+// part becomes a row and an event.
+const (
+	MaxPromptParts  = 256
+	MaxSystemBytes  = 64 << 10
+	maxPartMetaSize = 4 << 10
+)
+
 // Validate checks a prompt before anything is written.
 func (in *PromptInput) Validate() error {
 	if len(in.Parts) == 0 && !in.Compact {
 		return &InputError{"parts: at least one part is required"}
+	}
+	if len(in.Parts) > MaxPromptParts {
+		return &InputError{fmt.Sprintf("parts: %d parts is over the limit of %d", len(in.Parts), MaxPromptParts)}
+	}
+	if len(in.System) > MaxSystemBytes {
+		return &InputError{fmt.Sprintf("system: %d bytes is over the limit of %d bytes", len(in.System), MaxSystemBytes)}
 	}
 	for i, p := range in.Parts {
 		switch p.Type {
@@ -67,6 +81,9 @@ func (in *PromptInput) Validate() error {
 			}
 		default:
 			return &InputError{fmt.Sprintf("parts[%d].type: unsupported part type %q (want text or file)", i, p.Type)}
+		}
+		if len(p.Mime)+len(p.Filename) > maxPartMetaSize {
+			return &InputError{fmt.Sprintf("parts[%d]: mime and filename over the limit of %d bytes", i, maxPartMetaSize)}
 		}
 		if p.ID != "" && !core.ValidID(core.PrefixPart, p.ID) {
 			return &InputError{fmt.Sprintf("parts[%d].id: %q is not a part id (prt_…)", i, p.ID)}

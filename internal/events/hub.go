@@ -29,6 +29,18 @@ import (
 // DefaultRingSize is how many recent durable events the hub keeps in memory.
 const DefaultRingSize = 16384
 
+// RingBytes bounds the memory of the ring's events (their properties and
+// ids): events are as large as what clients send (a prompt's text, a
+// title), and a count alone let a few large ones hold a gigabyte. A
+// reader behind the ring reads from the store.
+const RingBytes = 32 << 20
+
+// eventBytes is what an event costs the ring: its encoded properties, its
+// strings, and the slot.
+func eventBytes(ev core.Event) int {
+	return len(ev.Properties) + len(ev.ID) + len(ev.Type) + len(ev.SessionID) + 80
+}
+
 // liveQueue is the per-subscriber buffer for live-only events.
 const liveQueue = 256
 
@@ -41,6 +53,7 @@ type Hub struct {
 	start   int64
 	head    int64
 	size    int
+	bytes   int // eventBytes of the ring's events
 	changed chan struct{}
 	// watch holds, per session, a channel closed when the next event that
 	// changes that session's state is published: a waiter is not woken by
@@ -86,17 +99,17 @@ func (h *Hub) Publish(evs []core.Event) {
 			continue
 		}
 		if ev.Seq != h.head+1 {
+			clear(h.ring)
 			h.ring = h.ring[:0]
 			h.start = ev.Seq
+			h.bytes = 0
 		}
-		if len(h.ring) >= h.size {
-			// Drop the oldest half at once so trimming is amortised.
-			n := copy(h.ring, h.ring[h.size/2:])
-			clear(h.ring[n:])
-			h.ring = h.ring[:n]
-			h.start += int64(h.size - n)
+		size := eventBytes(ev)
+		if len(h.ring) >= h.size || h.bytes+size > RingBytes {
+			h.trim(size)
 		}
 		h.ring = append(h.ring, ev)
+		h.bytes += size
 		h.head = ev.Seq
 		if w, ok := h.watch[ev.SessionID]; ok && core.ChangesState(ev.Type) {
 			close(w)
@@ -107,6 +120,21 @@ func (h *Hub) Publish(evs []core.Event) {
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
 	close(ch)
+}
+
+// trim drops the oldest events until at most half the ring's count and
+// half its bytes (less the incoming event's) are left, at once, so that
+// trimming is amortised.
+func (h *Hub) trim(incoming int) {
+	drop := 0
+	for drop < len(h.ring) && (len(h.ring)-drop > h.size/2 || h.bytes+incoming > RingBytes/2) {
+		h.bytes -= eventBytes(h.ring[drop])
+		drop++
+	}
+	n := copy(h.ring, h.ring[drop:])
+	clear(h.ring[n:])
+	h.ring = h.ring[:n]
+	h.start += int64(drop)
 }
 
 // Watch returns a channel closed when a durable event of the session that

@@ -260,3 +260,46 @@ func TestWatchWakesOnlyForStateOfItsSession(t *testing.T) {
 		t.Fatalf("%d watches left after they fired", len(h.watch))
 	}
 }
+
+// TestRingBoundedByBytes: events as large as what clients send (a 9 MB
+// title, sixty times) cost the ring at most RingBytes; readers behind it
+// get every event from the store, in order.
+func TestRingBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 9<<20)
+	var all []core.Event
+	for s := int64(1); s <= 60; s++ {
+		ev := core.MustEvent("ses_a", core.EventSessionUpdated, map[string]string{"title": big})
+		ev.Seq, ev.ID = s, core.DurableEventID(s)
+		all = append(all, ev)
+	}
+	lr := &logReader{evs: all}
+	h := NewHub(lr, 0, 0)
+	for i := range all {
+		h.Publish(all[i : i+1])
+		h.mu.RLock()
+		if h.bytes > RingBytes+eventBytes(all[i]) {
+			t.Fatalf("ring holds %d bytes after %d events", h.bytes, i+1)
+		}
+		h.mu.RUnlock()
+	}
+	var got []int64
+	for cursor := int64(0); cursor < 60; {
+		evs, through, err := h.Read(t.Context(), cursor, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			got = append(got, ev.Seq)
+		}
+		cursor = through
+	}
+	for i, s := range got {
+		if s != int64(i+1) {
+			t.Fatalf("read order broken at %d: %d", i, s)
+		}
+	}
+	if len(got) != 60 || lr.reads == 0 {
+		t.Errorf("read %d events, %d from the store", len(got), lr.reads)
+	}
+}

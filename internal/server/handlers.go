@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,14 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError 
 	roots := qv.Get("roots") == "true"
 	search := strings.ToLower(qv.Get("search"))
 	q := store.SessionQuery{}
+	if c := qv.Get("cursor"); c != "" {
+		at, id, ok := strings.Cut(c, ".")
+		n, err := strconv.ParseInt(at, 10, 64)
+		if !ok || err != nil || !core.ValidID(core.PrefixSession, id) {
+			return badRequest("cursor: %q is not a cursor of this list (take it from the Link header)", c)
+		}
+		q.AfterUpdated, q.AfterID = n, id
+	}
 	if !roots && start == 0 && search == "" {
 		q.Limit = limit
 	}
@@ -128,7 +137,9 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError 
 			break
 		}
 	}
-	writeList(w, out)
+	writeList(w, r, out, false, func(q url.Values, last core.Session) {
+		q.Set("cursor", strconv.FormatInt(last.Time.Updated, 10)+"."+last.ID)
+	})
 	return nil
 }
 
@@ -139,18 +150,6 @@ type sessionInput struct {
 	Permission []core.Rule        `json:"permission"`
 	Agent      string             `json:"agent"`
 	Model      *core.SessionModel `json:"model"`
-}
-
-func validRules(rules []core.Rule) *apiError {
-	for i, r := range rules {
-		if r.Permission == "" || r.Pattern == "" {
-			return badRequest("permission[%d]: permission and pattern are required", i)
-		}
-		if r.Action != core.ActionAllow && r.Action != core.ActionDeny && r.Action != core.ActionAsk {
-			return badRequest("permission[%d].action: %q is not allow, deny or ask", i, r.Action)
-		}
-	}
-	return nil
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError {
@@ -189,9 +188,15 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 		m := *in.Model
 		sess.Model = &m
 	}
+	if e := checkMetadata(in.Metadata); e != nil {
+		return e
+	}
 	if in.Title != nil {
 		if strings.TrimSpace(*in.Title) == "" {
 			return badRequest("title: must not be empty")
+		}
+		if e := checkTitle(in.Title); e != nil {
+			return e
 		}
 		sess.Title = *in.Title
 	}
@@ -249,6 +254,12 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 	}
 	if in.Title != nil && strings.TrimSpace(*in.Title) == "" {
 		return badRequest("title: must not be empty")
+	}
+	if e := checkTitle(in.Title); e != nil {
+		return e
+	}
+	if e := checkMetadata(in.Metadata); e != nil {
+		return e
 	}
 	id := r.PathValue("id")
 	var out core.Session
@@ -414,10 +425,14 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
+// listMessages answers a session's newest messages, oldest first; past
+// listBytes the oldest are left to the next page (?before=).
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) *apiError {
 	return sessionList(s, w, r, "messages", func(ctx context.Context, id string, limit int) ([]core.MessageWithParts, error) {
-		return s.st.Messages(ctx, id, store.MessageQuery{Limit: limit, Before: r.URL.Query().Get("before")})
-	})
+		// The store stops reading past twice the answer's budget, so
+		// that what it holds in memory is bounded too.
+		return s.st.Messages(ctx, id, store.MessageQuery{Limit: limit, Before: r.URL.Query().Get("before"), MaxBytes: 2 * listBytes})
+	}, true, func(q url.Values, oldest core.MessageWithParts) { q.Set("before", oldest.Info.ID) })
 }
 
 // Page sizes of the list routes: without a limit a list holds the newest
@@ -429,9 +444,10 @@ const (
 )
 
 // sessionList answers a ?limit= listing under /session/{id}: 404 for an
-// unknown session, a JSON array (never null) otherwise.
+// unknown session, a JSON array (never null) otherwise, within listBytes
+// (see writeList for keepTail and next).
 func sessionList[T any](s *Server, w http.ResponseWriter, r *http.Request, what string,
-	list func(ctx context.Context, sessionID string, limit int) ([]T, error)) *apiError {
+	list func(ctx context.Context, sessionID string, limit int) ([]T, error), keepTail bool, next func(url.Values, T)) *apiError {
 	id := r.PathValue("id")
 	limit, e := queryInt(r, "limit", defaultPage, 1, maxPage)
 	if e != nil {
@@ -444,16 +460,8 @@ func sessionList[T any](s *Server, w http.ResponseWriter, r *http.Request, what 
 	if err != nil {
 		return s.storeErr(err, what)
 	}
-	writeList(w, items)
+	writeList(w, r, items, keepTail, next)
 	return nil
-}
-
-// writeList writes a JSON array, [] rather than null when empty.
-func writeList[T any](w http.ResponseWriter, items []T) {
-	if items == nil {
-		items = []T{}
-	}
-	writeJSON(w, http.StatusOK, items)
 }
 
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) *apiError {
@@ -569,7 +577,7 @@ func (s *Server) lastAssistant(ctx context.Context, sessionID, runID string) (co
 }
 
 func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) *apiError {
-	writeList(w, s.cfg.Commands.List())
+	writeList(w, r, s.cfg.Commands.List(), false, nil)
 	return nil
 }
 
@@ -667,7 +675,7 @@ func (s *Server) abort(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) *apiError {
-	return sessionList(s, w, r, "runs", s.st.Runs)
+	return sessionList(s, w, r, "runs", s.st.Runs, false, nil)
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) *apiError {
@@ -727,7 +735,7 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) *apiErr
 	for i, p := range list {
 		out[i] = p.Opencode()
 	}
-	writeList(w, out)
+	writeList(w, r, out, false, nil)
 	return nil
 }
 

@@ -314,7 +314,7 @@ func fixed(v any) func(w http.ResponseWriter, r *http.Request) *apiError {
 func (s *Server) perSession(w http.ResponseWriter, r *http.Request) *apiError {
 	return sessionList(s, w, r, "items", func(ctx context.Context, id string, limit int) ([]struct{}, error) {
 		return []struct{}{}, nil
-	})
+	}, false, nil)
 }
 
 func (s *Server) mcpStatus(w http.ResponseWriter, r *http.Request) *apiError {
@@ -333,7 +333,7 @@ func (s *Server) todos(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return s.storeErr(err, "session "+r.PathValue("id"))
 	}
-	writeList(w, todos)
+	writeList(w, r, todos, false, nil)
 	return nil
 }
 
@@ -350,7 +350,7 @@ func (s *Server) listChildren(w http.ResponseWriter, r *http.Request) *apiError 
 			}
 		}
 		return out, nil
-	})
+	}, false, nil)
 }
 
 // apiLocation answers opencode's /api routes (its next API, which agentd

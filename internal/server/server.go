@@ -36,6 +36,8 @@ type Config struct {
 	Security  Security
 	// BodyLimit caps request bodies; default 10 MiB.
 	BodyLimit int64
+	// BodyTimeout bounds the reading of a request's body; default 30 s.
+	BodyTimeout time.Duration
 	// Heartbeat is the SSE heartbeat interval; default 10 s.
 	Heartbeat time.Duration
 	Logger    *slog.Logger
@@ -94,6 +96,9 @@ type route struct {
 func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Server {
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = 10 << 20
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -225,12 +230,9 @@ func (s *Server) dispatch(rts []route) http.Handler {
 	})
 }
 
-// Timeouts of one request: reading its body, and writing the answer of
-// a route that answers at once (streams and waits are exempt).
-const (
-	bodyTimeout  = 30 * time.Second
-	writeTimeout = 60 * time.Second
-)
+// writeTimeout bounds writing the answer of a route that answers at once
+// (streams and waits are exempt).
+const writeTimeout = 60 * time.Second
 
 // longRoute reports whether a route answers late on purpose: event
 // streams, and the routes that wait for a run.
@@ -260,18 +262,23 @@ func (s *Server) readBody(next http.Handler) http.Handler {
 		}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			rc := http.NewResponseController(w)
-			_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
+			_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit))
-			_ = rc.SetReadDeadline(time.Time{})
-			var mbe *http.MaxBytesError
-			switch {
-			case errors.As(err, &mbe):
-				writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, name: "PayloadTooLargeError", msg: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)})
-				return
-			case err != nil:
-				writeError(w, badRequest("read request body: %v", err))
+			if err != nil {
+				// The deadline stays: net/http reads what is left of the
+				// body before answering, and a stalled client must not
+				// hold the connection through that either. The
+				// connection is closed after the answer.
+				w.Header().Set("Connection", "close")
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					writeError(w, &apiError{status: http.StatusRequestEntityTooLarge, name: "PayloadTooLargeError", msg: fmt.Sprintf("request body is larger than %d bytes", mbe.Limit)})
+				} else {
+					writeError(w, badRequest("read request body: %v", err))
+				}
 				return
 			}
+			_ = rc.SetReadDeadline(time.Time{})
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		next.ServeHTTP(w, r)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/store"
 )
 
 // TestMain checks for leaked goroutines. net/http lingers up to 500 ms on a
@@ -173,10 +174,7 @@ func TestBadInput(t *testing.T) {
 	if _, after, _ := a.Store.EventBounds(t.Context()); after != before {
 		t.Errorf("bad requests wrote %d events", after-before)
 	}
-	sessions, _ := a.Store.Sessions(t.Context(), struct {
-		Directory string
-		Limit     int
-	}{})
+	sessions, _ := a.Store.Sessions(t.Context(), store.SessionQuery{})
 	if len(sessions) != 1 {
 		t.Errorf("sessions = %d, want 1", len(sessions))
 	}

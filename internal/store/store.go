@@ -31,6 +31,12 @@ type SessionQuery struct {
 	Directory string
 	// Limit caps the number of sessions returned; 0 means no limit.
 	Limit int
+	// AfterUpdated and AfterID, when AfterID is set, continue a list
+	// after that session: sessions come newest first (by update time,
+	// then id), so the next are those updated earlier, or at the same
+	// time with a greater id.
+	AfterUpdated int64
+	AfterID      string
 }
 
 // MessageQuery pages through a session's messages.
@@ -43,6 +49,10 @@ type MessageQuery struct {
 	After string
 	// Limit keeps the newest Limit messages (in ascending order); 0 means all.
 	Limit int
+	// MaxBytes, when set, stops at the first message (from the newest)
+	// that the stored parts read so far have taken past it: that message
+	// is the oldest returned, whole, and older ones are left out.
+	MaxBytes int
 }
 
 // EventQuery selects durable events after a position in the log.

@@ -238,11 +238,15 @@ func (r Reader) Session(ctx context.Context, id string) (core.Session, error) {
 
 // Sessions implements store.Reader.
 func (r Reader) Sessions(ctx context.Context, q store.SessionQuery) ([]core.Session, error) {
-	sqlq := `SELECT data, granted FROM sessions`
+	sqlq := `SELECT data, granted FROM sessions WHERE 1=1`
 	var args []any
 	if q.Directory != "" {
-		sqlq += ` WHERE directory = ?`
+		sqlq += ` AND directory = ?`
 		args = append(args, q.Directory)
+	}
+	if q.AfterID != "" {
+		sqlq += ` AND (updated_ms < ? OR updated_ms = ? AND id > ?)`
+		args = append(args, q.AfterUpdated, q.AfterUpdated, q.AfterID)
 	}
 	sqlq += ` ORDER BY updated_ms DESC, id`
 	if q.Limit > 0 {
@@ -299,20 +303,42 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 	if len(infos) == 0 {
 		return out, nil
 	}
+	// Parts come newest message first, so that a byte budget keeps the
+	// newest messages whole and stops reading at the first message past it.
 	pq := `SELECT p.data FROM parts p JOIN messages m ON m.id = p.message_id
-		WHERE m.session_id = ? AND m.seq >= ? AND m.seq <= ? ORDER BY m.seq, p.pos`
+		WHERE m.session_id = ? AND m.seq >= ? AND m.seq <= ? ORDER BY m.seq DESC, p.pos`
 	rows, err = r.query(ctx, pq, sessionID, out[0].Info.Seq, out[len(out)-1].Info.Seq)
 	if err != nil {
 		return nil, fmt.Errorf("list parts: %w", err)
 	}
-	parts, err := decodeRows[core.Part](rows, "parts")
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range parts {
-		if j, ok := index[p.MessageID]; ok {
-			out[j].Parts = append(out[j].Parts, p)
+	defer rows.Close()
+	total, cur := 0, len(out)
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			return nil, fmt.Errorf("scan parts: %w", err)
 		}
+		var p core.Part
+		if err := json.Unmarshal([]byte(data), &p); err != nil {
+			return nil, fmt.Errorf("decode parts: %w", err)
+		}
+		j, ok := index[p.MessageID]
+		if !ok {
+			continue
+		}
+		if j != cur {
+			if q.MaxBytes > 0 && total > q.MaxBytes {
+				// Every message older than the last one read is left
+				// out, those without parts too.
+				return out[cur:], rows.Close()
+			}
+			cur = j
+		}
+		total += len(data)
+		out[j].Parts = append(out[j].Parts, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list parts: %w", err)
 	}
 	return out, nil
 }

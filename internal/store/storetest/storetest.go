@@ -33,6 +33,7 @@ func Exercise(t *testing.T, open Opener) {
 		"SessionConflict":       testSessionConflict,
 		"MessagesAndParts":      testMessagesAndParts,
 		"MessagePaging":         testMessagePaging,
+		"MessagesByBytes":       testMessagesByBytes,
 		"RunsAndStatus":         testRunsAndStatus,
 		"ActiveStatuses":        testActiveStatuses,
 		"EventsOrdered":         testEventsOrdered,
@@ -146,6 +147,37 @@ func testSessionList(t *testing.T, s store.Store, _ func() store.Store) {
 	dir, _ := s.Sessions(ctx(t), store.SessionQuery{Directory: "/dir/1"})
 	if len(dir) != 2 {
 		t.Errorf("directory filter = %d sessions, want 2", len(dir))
+	}
+	// A cursor continues after a session; equal update times are ordered
+	// by id.
+	next, _ := s.Sessions(ctx(t), store.SessionQuery{AfterUpdated: all[1].Time.Updated, AfterID: all[1].ID})
+	if len(next) != 3 || next[0].ID != ids[2] {
+		t.Errorf("after the second: %d sessions", len(next))
+	}
+	same := NewSession("/dir/0", base+4)
+	insertSession(t, s, same)
+	all, _ = s.Sessions(ctx(t), store.SessionQuery{})
+	var walked []string
+	for cursor := (core.Session{}); ; {
+		page, err := s.Sessions(ctx(t), store.SessionQuery{Limit: 2, AfterUpdated: cursor.Time.Updated, AfterID: cursor.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, p := range page {
+			walked = append(walked, p.ID)
+		}
+		cursor = page[len(page)-1]
+	}
+	if len(walked) != len(all) {
+		t.Fatalf("paged %d sessions of %d", len(walked), len(all))
+	}
+	for i := range all {
+		if walked[i] != all[i].ID {
+			t.Errorf("paging order differs at %d", i)
+		}
 	}
 }
 
@@ -302,6 +334,46 @@ func testMessagePaging(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 	if page[0].Parts == nil {
 		t.Error("parts must be an empty list, not null")
+	}
+}
+
+// testMessagesByBytes: a byte budget keeps the newest messages whole and
+// leaves out the older ones (those without parts too).
+func testMessagesByBytes(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	big := strings.Repeat("x", 100_000)
+	var ids []string
+	mustTx(t, s, func(tx store.Tx) error {
+		for i := range 10 {
+			m := userMessage(sess.ID)
+			ids = append(ids, m.ID)
+			if err := tx.InsertMessage(ctx(t), m); err != nil {
+				return err
+			}
+			if i == 3 {
+				continue // a message without parts
+			}
+			for range 2 {
+				if err := tx.PutPart(ctx(t), textPart(m, big)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	page, err := s.Messages(ctx(t), sess.ID, store.MessageQuery{MaxBytes: 450_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each message holds ~200 kB: the third from the newest takes the
+	// total past the budget and is the oldest returned, whole.
+	if len(page) != 3 || page[0].Info.ID != ids[7] || page[2].Info.ID != ids[9] || len(page[0].Parts) != 2 {
+		t.Fatalf("got %d messages", len(page))
+	}
+	all, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{})
+	if len(all) != 10 || len(all[3].Parts) != 0 || len(all[4].Parts) != 2 {
+		t.Errorf("without a budget: %d messages", len(all))
 	}
 }
 

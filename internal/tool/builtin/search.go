@@ -2,18 +2,18 @@ package builtin
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/tool"
 )
@@ -22,22 +22,34 @@ const (
 	globMax = 100
 	grepMax = 200
 	listMax = 200
+	// globCollect and grepCollect stop a search: past them the result
+	// says the search stopped, instead of holding every match of a huge
+	// tree in memory.
+	globCollect = 1000
+	grepCollect = 1000
+	// grepLine is the longest part of a matching line grep shows, and
+	// grepScanLine the longest part of any line it searches.
+	grepLine     = 500
+	grepScanLine = 64 << 10
+	// grepTimeout bounds a search; what was found by then is shown.
+	grepTimeout = 60 * time.Second
 )
 
 var skipDirs = map[string]bool{".git": true, "node_modules": true}
 
 // walkFiles calls fn for every regular file under root (not following
 // symlinks, and never out of the workspace), skipping .git and
-// node_modules and unreadable entries, until ctx ends.
-func walkFiles(ctx context.Context, call tool.Call, root string, fn func(pl place, p string, d fs.DirEntry)) error {
+// node_modules and unreadable entries, until fn returns false or ctx
+// ends.
+func walkFiles(ctx context.Context, call tool.Call, root string, fn func(pl place, p string, d fs.DirEntry) bool) error {
 	pl, err := locate(call, root)
 	if err != nil {
 		return nil
 	}
 	defer pl.close()
 	return pl.walk(ctx.Err, func(p string, d fs.DirEntry) error {
-		if !d.IsDir() {
-			fn(pl, p, d)
+		if !d.IsDir() && !fn(pl, p, d) {
+			return fs.SkipAll
 		}
 		return nil
 	})
@@ -118,10 +130,13 @@ func (Glob) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 		return tool.Errorf("bad pattern: " + err.Error()), nil
 	}
 	var out []string
-	err = walkFiles(ctx, call, root, func(_ place, p string, d fs.DirEntry) {
+	stopped := false
+	err = walkFiles(ctx, call, root, func(_ place, p string, d fs.DirEntry) bool {
 		if re.MatchString(filepath.ToSlash(rel(root, p))) {
 			out = append(out, rel(call.Directory, p))
 		}
+		stopped = len(out) >= globCollect
+		return !stopped
 	})
 	if err != nil {
 		return tool.Result{}, err
@@ -131,6 +146,9 @@ func (Glob) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if len(out) > globMax {
 		more = fmt.Sprintf("\n(%d more not shown)", len(out)-globMax)
 		out = out[:globMax]
+	}
+	if stopped {
+		more += fmt.Sprintf("\n(search stopped after %d matches; narrow the pattern or the path)", globCollect)
 	}
 	if len(out) == 0 {
 		return tool.Result{Output: "no files match " + in.Pattern, Title: in.Pattern}, nil
@@ -192,22 +210,34 @@ func (g Grep) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 			return tool.Errorf("bad include: " + err.Error()), nil
 		}
 	}
-	var ms []match
+	if st, err := os.Stat(root); err != nil || !st.IsDir() && !st.Mode().IsRegular() {
+		return tool.Errorf(fmt.Sprintf("%s is not a directory or a regular file", orDot(in.Path))), nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, grepTimeout)
+	defer cancel()
+	var found grepResult
 	if rg, lerr := exec.LookPath("rg"); lerr == nil && !g.NoRipgrep {
-		ms, err = ripgrep(ctx, rg, in.Pattern, in.Include, root)
+		err = ripgrep(sctx, rg, in.Pattern, in.Include, root, &found)
 	} else {
-		ms, err = walkGrep(ctx, call, re, include, root)
+		err = walkGrep(sctx, call, re, include, root, &found)
+	}
+	if ctx.Err() != nil {
+		return tool.Result{}, ctx.Err()
+	}
+	if sctx.Err() != nil {
+		found.timedOut, err = true, nil
 	}
 	if err != nil {
 		return tool.Result{}, err
 	}
+	ms := found.ms
 	sort.Slice(ms, func(i, j int) bool {
 		if ms[i].path != ms[j].path {
 			return ms[i].path < ms[j].path
 		}
 		return ms[i].line < ms[j].line
 	})
-	if len(ms) == 0 {
+	if len(ms) == 0 && found.note() == "" {
 		return tool.Result{Output: "no matches", Title: in.Pattern}, nil
 	}
 	var sb strings.Builder
@@ -216,68 +246,112 @@ func (g Grep) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 			fmt.Fprintf(&sb, "(%d more matches not shown)\n", len(ms)-grepMax)
 			break
 		}
-		text := m.text
-		if len(text) > 500 {
-			text = text[:500] + "…"
-		}
-		fmt.Fprintf(&sb, "%s:%d: %s\n", rel(call.Directory, m.path), m.line, text)
+		fmt.Fprintf(&sb, "%s:%d: %s\n", rel(call.Directory, m.path), m.line, m.text)
 	}
-	return tool.Result{Output: sb.String(), Title: in.Pattern, Metadata: map[string]any{"matches": len(ms)}}, nil
+	sb.WriteString(found.note())
+	return tool.Result{Output: sb.String(), Title: in.Pattern, Metadata: map[string]any{"matches": len(ms), "truncated": found.stopped || found.timedOut}}, nil
 }
 
-func walkGrep(ctx context.Context, call tool.Call, re, include *regexp.Regexp, root string) ([]match, error) {
-	var ms []match
-	err := walkFiles(ctx, call, root, func(pl place, p string, d fs.DirEntry) {
+// grepResult is what a search found, and why it stopped early if it did.
+type grepResult struct {
+	ms        []match
+	stopped   bool // grepCollect matches found
+	timedOut  bool
+	longLines int // lines cut at grepLine characters
+}
+
+// add records a match; false once the search has enough.
+func (g *grepResult) add(m match) bool {
+	if len(m.text) > grepLine {
+		m.text = strings.ToValidUTF8(m.text[:grepLine], "") + "…"
+		g.longLines++
+	}
+	g.ms = append(g.ms, m)
+	g.stopped = len(g.ms) >= grepCollect
+	return !g.stopped
+}
+
+// note says how the search was cut short, if it was.
+func (g *grepResult) note() string {
+	var sb strings.Builder
+	if g.stopped {
+		fmt.Fprintf(&sb, "(search stopped after %d matches; narrow the pattern, the path or include)\n", grepCollect)
+	}
+	if g.timedOut {
+		fmt.Fprintf(&sb, "(search stopped after %v; what it found by then is above)\n", grepTimeout)
+	}
+	if g.longLines > 0 {
+		fmt.Fprintf(&sb, "(%d matching lines cut at %d characters)\n", g.longLines, grepLine)
+	}
+	return sb.String()
+}
+
+// walkGrep searches line by line, holding one line (at most
+// grepScanLine bytes of it) at a time: no file is too large to search.
+func walkGrep(ctx context.Context, call tool.Call, re, include *regexp.Regexp, root string, found *grepResult) error {
+	buf := make([]byte, 0, grepScanLine)
+	return walkFiles(ctx, call, root, func(pl place, p string, d fs.DirEntry) bool {
 		if include != nil && !include.MatchString(d.Name()) {
-			return
+			return true
 		}
 		f, err := pl.openIn(p)
 		if err != nil {
-			return
+			return true
 		}
-		data, err := io.ReadAll(io.LimitReader(f, maxFileBytes))
-		f.Close()
-		if err != nil || isBinary(data) {
-			return
+		defer f.Close()
+		br := bufio.NewReaderSize(f, 64<<10)
+		if head, _ := br.Peek(8192); isBinary(head) {
+			return true
 		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 64*1024), 4<<20)
-		for n := 1; sc.Scan(); n++ {
-			if re.Match(sc.Bytes()) {
-				ms = append(ms, match{path: p, line: n, text: sc.Text()})
+		for n := 1; ctx.Err() == nil; n++ {
+			line, err := readLine(br, buf, grepScanLine, true)
+			if line != nil && re.Match(line) && !found.add(match{path: p, line: n, text: string(line)}) {
+				return false
+			}
+			if err != nil {
+				return true
 			}
 		}
+		return false
 	})
-	return ms, err
 }
 
-func ripgrep(ctx context.Context, rg, pattern, include, root string) ([]match, error) {
-	args := []string{"--no-heading", "--line-number", "--with-filename", "--color", "never", "--no-messages", "-g", "!.git", "-g", "!node_modules"}
+// ripgrep streams rg's matches, stopping it once the search has enough;
+// rg shortens long lines itself (--max-columns).
+func ripgrep(ctx context.Context, rg, pattern, include, root string, found *grepResult) error {
+	args := []string{"--no-heading", "--line-number", "--with-filename", "--color", "never", "--no-messages",
+		"--max-columns", strconv.Itoa(grepLine), "--max-columns-preview", "-g", "!.git", "-g", "!node_modules"}
 	if include != "" {
 		args = append(args, "--glob", include)
 	}
 	args = append(args, "-e", pattern, root)
-	out, err := exec.CommandContext(ctx, rg, args...).Output()
-	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
-		return nil, nil
-	}
+	cmd := exec.CommandContext(ctx, rg, args...)
+	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("ripgrep: %w", err)
+		return fmt.Errorf("ripgrep: %w", err)
 	}
-	var ms []match
-	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-		p, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		num, text, ok := strings.Cut(rest, ":")
-		n, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			continue
-		}
-		ms = append(ms, match{path: p, line: n, text: text})
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("ripgrep: %w", err)
 	}
-	return ms, nil
+	br := bufio.NewReaderSize(out, 64<<10)
+	buf := make([]byte, 0, grepScanLine)
+	for {
+		line, rerr := readLine(br, buf, grepScanLine, true)
+		if p, rest, ok := strings.Cut(string(line), ":"); ok {
+			num, text, ok := strings.Cut(rest, ":")
+			if n, err := strconv.Atoi(num); ok && err == nil && !found.add(match{path: p, line: n, text: text}) {
+				break
+			}
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	// Stopped early or not, rg is done with: its exit status says only
+	// whether it found anything (1: nothing).
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return nil
 }
 
 // List shows a directory tree.
