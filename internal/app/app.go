@@ -213,6 +213,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
 		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
+		Unhealthy: st.Lost,
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -238,7 +239,11 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		BaseContext:       func(net.Listener) context.Context { return a.baseCtx },
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
-	a.wg.Add(2)
+	a.wg.Add(3)
+	go func() {
+		defer a.wg.Done()
+		a.watchDatabase(st)
+	}()
 	go func() {
 		defer a.wg.Done()
 		serve := func() error { return a.http.Serve(ln) }
@@ -297,13 +302,16 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, *lockfile.Lock, n
 	if err := os.MkdirAll(filepath.Dir(cfg.DBPath), 0o700); err != nil {
 		return nil, nil, nodeDesc{}, fmt.Errorf("create data directory: %w", err)
 	}
-	lock, err := lockfile.Acquire(cfg.DBPath + ".lock")
+	lock, err := lockfile.Acquire(cfg.DBPath)
 	if errors.Is(err, lockfile.ErrHeld) {
 		return nil, nil, nodeDesc{}, fmt.Errorf("database %s is in use (%w); stop that server or use another --db", cfg.DBPath, err)
 	}
 	if err != nil {
 		return nil, nil, nodeDesc{}, err
 	}
+	// From here on the database is named by its real path, so that its
+	// journal, the tools' scope and the lock agree whatever path led to it.
+	cfg.DBPath = lock.Path()
 	db, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
 	if err != nil {
 		lock.Release()
@@ -346,6 +354,32 @@ func (a *App) URL() string {
 
 // Addr is the listener's address.
 func (a *App) Addr() net.Addr { return a.ln.Addr() }
+
+// databaseCheck is how often a node checks that its SQLite file is still
+// the one at its path.
+const databaseCheck = 2 * time.Second
+
+// watchDatabase refuses writes (and turns health to unhealthy) once the
+// database file was deleted or replaced under the server: what it wrote
+// would not be found after a restart.
+func (a *App) watchDatabase(st *store.Watched) {
+	if a.lock == nil {
+		return
+	}
+	t := time.NewTicker(databaseCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.baseCtx.Done():
+			return
+		case <-t.C:
+		}
+		if err := a.lock.Check(); err != nil {
+			st.Refuse(err)
+			return
+		}
+	}
+}
 
 // prune enforces event retention until the app stops.
 func (a *App) prune() {

@@ -10,6 +10,7 @@ import (
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/permission"
+	"github.com/agentd/agentd/internal/tool"
 )
 
 // Apply sets what a configuration file decides: the models and the
@@ -76,6 +77,7 @@ func (c *Config) Apply(f config.File, dir string) error {
 		}
 	}
 	c.MCP = f.MCP
+	c.Engine.ToolEnv = tool.NewEnv(f.EnvRefs, f.Agentd.ToolEnv)
 	c.MCPLazy = f.Agentd.MCP != nil && f.Agentd.MCP.Lazy
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog

@@ -2,8 +2,13 @@ package app_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/app"
@@ -195,8 +200,55 @@ func TestOneProcessPerDatabase(t *testing.T) {
 	if !strings.Contains(err.Error(), "pid") || !strings.Contains(err.Error(), n.app.URL()) {
 		t.Errorf("the refusal does not name the owner: %v", err)
 	}
+	// Another path to the same file meets the same lock.
+	link := filepath.Join(t.TempDir(), "link.db")
+	if err := os.Symlink(cfg.DBPath, link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := cfg
+	viaLink.DBPath = link
+	if _, err := app.Start(t.Context(), viaLink); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("a second node started through a symlink: %v", err)
+	}
 	n2 := n.restart()
 	if _, err := n2.c.Health(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDatabaseReplacedUnderServer: once the database file is deleted or
+// replaced, health says so and writes are refused with a clear error,
+// instead of being acknowledged into a file nobody will read again.
+func TestDatabaseReplacedUnderServer(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	if err := os.Rename(n.cfg.DBPath, n.cfg.DBPath+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(n.app.URL() + "/global/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), "deleted or replaced") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health still %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Post(n.app.URL()+"/session/"+sid+"/prompt_async", "application/json", strings.NewReader(`{"parts":[{"type":"text","text":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "deleted or replaced") {
+		t.Errorf("prompt after the database was replaced: %d %s", resp.StatusCode, body)
 	}
 }

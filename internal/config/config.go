@@ -47,6 +47,8 @@ type File struct {
 	Command map[string]CommandConfig `json:"command"`
 	// Agentd holds agentd's own settings.
 	Agentd Settings `json:"agentd"`
+	// EnvRefs are the variables the file read with {env:…}.
+	EnvRefs []string `json:"-"`
 }
 
 // CommandConfig is one custom command, opencode's keys.
@@ -187,6 +189,10 @@ type Settings struct {
 	Events   *Events   `json:"events"`
 	Webfetch *Webfetch `json:"webfetch"`
 	MCP      *MCP      `json:"mcp"`
+	// ToolEnv names the variables (or patterns with '*') that tools may
+	// see although agentd keeps them from tools: the providers' keys, the
+	// server's password, what the configuration read with {env:…}.
+	ToolEnv []string `json:"toolEnv"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
@@ -272,10 +278,15 @@ func (m Model) llm(id string) llm.Model {
 
 var envRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// Parse reads one configuration document, substituting {env:VAR}.
+// Parse reads one configuration document, substituting {env:VAR}. The
+// variables read so are noted in EnvRefs: they hold what the
+// configuration needs (keys, tokens), which tools must not see.
 func Parse(data []byte) (File, error) {
+	var refs []string
 	text := envRef.ReplaceAllStringFunc(string(data), func(m string) string {
-		v := os.Getenv(envRef.FindStringSubmatch(m)[1])
+		name := envRef.FindStringSubmatch(m)[1]
+		refs = append(refs, name)
+		v := os.Getenv(name)
 		b, _ := json.Marshal(v)
 		return string(b[1 : len(b)-1])
 	})
@@ -284,6 +295,7 @@ func Parse(data []byte) (File, error) {
 	if err := dec.Decode(&f); err != nil {
 		return f, err
 	}
+	f.EnvRefs = refs
 	return f, nil
 }
 
@@ -327,6 +339,10 @@ func Load(paths []string, explicit string) (File, []string, error) {
 }
 
 func merge(a, b File) File {
+	a.EnvRefs = append(a.EnvRefs, b.EnvRefs...)
+	if b.Agentd.ToolEnv != nil {
+		a.Agentd.ToolEnv = b.Agentd.ToolEnv
+	}
 	if b.Model != "" {
 		a.Model = b.Model
 	}

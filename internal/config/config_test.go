@@ -27,6 +27,9 @@ func TestLoadMergesAndBuilds(t *testing.T) {
 	if f.Provider["local"].Options.APIKey != `sk-"quoted"` {
 		t.Errorf("env substitution = %q", f.Provider["local"].Options.APIKey)
 	}
+	if len(f.EnvRefs) != 1 || f.EnvRefs[0] != "AGENTD_TEST_KEY" {
+		t.Errorf("variables read = %v, want the one {env:} names (kept from tools)", f.EnvRefs)
+	}
 	reg, def, err := f.Build()
 	if err != nil {
 		t.Fatal(err)

@@ -109,6 +109,9 @@ type Config struct {
 	GlobalDir    string
 	// SmallModel writes session titles; nil means the run's model.
 	SmallModel *core.ModelRef
+	// ToolEnv is the environment of tool processes (nil: the server's,
+	// less tool.Secrets).
+	ToolEnv *tool.Env
 	// OutputDir keeps the full output of tool calls whose output was cut
 	// (default: agentd-tool-output in the system's temporary directory).
 	OutputDir string

@@ -65,3 +65,75 @@ func TestDiesWithProcess(t *testing.T) {
 	}
 	l.Release()
 }
+
+// TestEveryPathMeetsTheLock: a symlink, a hard link and a /proc path to
+// the same database meet the one lock, which names the holder.
+func TestEveryPathMeetsTheLock(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "agentd.db")
+	l, err := Acquire(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if err := l.Describe("http://127.0.0.1:4096"); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link.db")
+	if err := os.Symlink(db, link); err != nil {
+		t.Fatal(err)
+	}
+	hard := filepath.Join(dir, "hard.db")
+	if err := os.Link(db, hard); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{link, hard, "/proc/self/root" + db}
+	if d, err := os.Open(dir); err == nil {
+		paths = append(paths, "/proc/self/fd/"+strconv.Itoa(int(d.Fd()))+"/agentd.db")
+		defer d.Close()
+	}
+	for _, p := range paths {
+		_, err := Acquire(p)
+		// Through a hard link the holder's description, beside the path
+		// it opened, cannot be found: the lock still holds.
+		if !errors.Is(err, ErrHeld) || p != hard && !strings.Contains(err.Error(), "127.0.0.1:4096") {
+			t.Errorf("through %s: %v", p, err)
+		}
+	}
+	if l.Path() != db {
+		t.Errorf("path = %s, want %s", l.Path(), db)
+	}
+}
+
+// TestCheckNoticesReplacement: deleting or replacing the file under the
+// holder is noticed.
+func TestCheckNoticesReplacement(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "agentd.db")
+	l, err := Acquire(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if err := l.Check(); err != nil {
+		t.Fatalf("fresh lock: %v", err)
+	}
+	if err := os.Rename(db, db+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(); !errors.Is(err, ErrReplaced) {
+		t.Errorf("after the file moved away: %v", err)
+	}
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(); !errors.Is(err, ErrReplaced) {
+		t.Errorf("after another file took its place: %v", err)
+	}
+	// The new file is not locked: it is another database.
+	l2, err := Acquire(db)
+	if err != nil {
+		t.Fatalf("the new file: %v", err)
+	}
+	l2.Release()
+}

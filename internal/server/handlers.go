@@ -25,7 +25,16 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
+// health answers healthy while the node can keep what it is given; once
+// its storage is lost (the database file deleted or replaced) it answers
+// 503 with the reason.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) *apiError {
+	if s.cfg.Unhealthy != nil {
+		if err := s.cfg.Unhealthy(); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"healthy": false, "version": s.cfg.Version, "error": err.Error()})
+			return nil
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"healthy": true, "version": s.cfg.Version})
 	return nil
 }

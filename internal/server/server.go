@@ -58,6 +58,9 @@ type Config struct {
 	Metrics http.Handler
 	// Tracer, when set, records a span per request (see traced).
 	Tracer trace.Tracer
+	// Unhealthy, when set, says why the node cannot serve as it should
+	// (nil while it can); GET /global/health reports it.
+	Unhealthy func() error
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind

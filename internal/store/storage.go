@@ -68,6 +68,27 @@ type Watched struct {
 	// observe, when set, is told each write transaction's duration and
 	// error (for the metrics).
 	observe func(time.Duration, error)
+	// lost, once set, refuses every write: the storage can no longer be
+	// trusted to keep what it is given.
+	lost atomic.Pointer[error]
+}
+
+// Refuse makes every later write fail with err (wrapped in ErrStorage):
+// the database was deleted or replaced under the server, and what it
+// would write could not be found after a restart.
+func (w *Watched) Refuse(err error) {
+	err = fmt.Errorf("%w: %w", ErrStorage, err)
+	if w.lost.CompareAndSwap(nil, &err) {
+		w.log.Error("storage lost; writes are refused until the server is restarted", "err", err)
+	}
+}
+
+// Lost returns the error Refuse was given, or nil.
+func (w *Watched) Lost() error {
+	if p := w.lost.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // ObserveTx registers a function told the duration and the error of each
@@ -85,7 +106,10 @@ func (w *Watched) Down() bool { return w.down.Load() }
 // Tx implements Store.
 func (w *Watched) Tx(ctx context.Context, fn func(Tx) error) error {
 	start := time.Now()
-	err := w.Store.Tx(ctx, fn)
+	err := w.Lost()
+	if err == nil {
+		err = w.Store.Tx(ctx, fn)
+	}
 	if w.observe != nil {
 		w.observe(time.Since(start), err)
 	}

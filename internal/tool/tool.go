@@ -32,8 +32,12 @@ type Call struct {
 	// granted for this call: paths outside the workspace are accepted.
 	AllowExternal bool
 	// ReadDirs are directories outside the workspace that read-only tools
-	// may read without asking (where agentd keeps cut tool output).
+	// may read without asking (where agentd keeps the session's cut tool
+	// output).
 	ReadDirs []string
+	// Env is the environment of processes the call starts (nil: the
+	// server's, less Secrets).
+	Env *Env
 	// Todos reads the session's todo list as stored.
 	Todos func(ctx context.Context) ([]core.Todo, error)
 }

@@ -94,7 +94,7 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	defer box.close()
 	cmd := exec.Command("bash", "-c", in.Command)
 	cmd.Dir = dir
-	cmd.Env = box.env()
+	cmd.Env = box.env(call.Env)
 	cmd.SysProcAttr = box.attr()
 	// Once the shell has exited, background children that keep its output
 	// open do not hold the call: they are killed below.

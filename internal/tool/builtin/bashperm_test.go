@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentd/agentd/internal/core"
@@ -125,5 +126,43 @@ func TestBashNeeds(t *testing.T) {
 	bad := bashNeeds(t, ws, "echo $((")
 	if len(bad) != 1 || !bad[0].Ask || len(bad[0].Always) != 0 {
 		t.Errorf("unparsed needs = %+v", bad)
+	}
+}
+
+// TestToolsDoNotSeeSecrets: an approved `env` prints neither the
+// providers' keys, the server's password nor what the configuration read
+// with {env:…}, unless the operator passes it.
+func TestToolsDoNotSeeSecrets(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-secret-openai")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-secret-anthropic")
+	t.Setenv("AGENTD_SERVER_PASSWORD", "secret-password")
+	t.Setenv("MY_GATEWAY_TOKEN", "secret-config-ref")
+	t.Setenv("PLAIN_SETTING", "visible")
+	ws := t.TempDir()
+	env := func(e *tool.Env) string {
+		in, _ := json.Marshal(map[string]string{"command": "env"})
+		res, err := Bash{}.Run(t.Context(), tool.Call{Directory: ws, Input: in, Env: e})
+		if err != nil || res.IsError {
+			t.Fatalf("env: %v %+v", err, res)
+		}
+		return res.Output
+	}
+	for _, e := range []*tool.Env{nil, tool.NewEnv([]string{"MY_GATEWAY_TOKEN"}, nil)} {
+		out := env(e)
+		for _, secret := range []string{"sk-secret-openai", "sk-secret-anthropic", "secret-password"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("a tool saw %q", secret)
+			}
+		}
+		if !strings.Contains(out, "PLAIN_SETTING=visible") {
+			t.Error("a plain variable was scrubbed")
+		}
+		if e != nil && strings.Contains(out, "secret-config-ref") {
+			t.Error("a tool saw a variable the configuration read")
+		}
+	}
+	out := env(tool.NewEnv([]string{"MY_GATEWAY_TOKEN"}, []string{"MY_*", "OPENAI_API_KEY"}))
+	if !strings.Contains(out, "secret-config-ref") || !strings.Contains(out, "sk-secret-openai") || strings.Contains(out, "sk-secret-anthropic") {
+		t.Errorf("toolEnv did not pass exactly what it names:\n%s", out)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentd/agentd/internal/tool"
 )
 
 // Containing a tool's processes. A shell command can leave its process
@@ -90,8 +92,9 @@ func safeName(s string) string {
 	}, s)
 }
 
-// env is the environment of the call's processes.
-func (c *container) env() []string { return append(os.Environ(), markerVar+"="+c.marker) }
+// env is the environment of the call's processes: the call's (scrubbed
+// of secrets) and the marker.
+func (c *container) env(e *tool.Env) []string { return append(e.Environ(), markerVar+"="+c.marker) }
 
 // attr returns the process attributes that put the leader in the
 // container: its own process group, in the cgroup, killed if agentd dies.
