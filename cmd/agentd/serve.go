@@ -102,6 +102,9 @@ func cmdServe(ctx context.Context, args []string) error {
 		cfg.Engine.Resume = *file.Agentd.Resume
 	}
 	cfg.Engine.MaxSteps = file.Agentd.MaxSteps
+	if *maxSteps < 0 || *maxConns < 0 {
+		return fmt.Errorf("--max-steps and --max-conns take a positive number (0: the default)")
+	}
 	if *maxSteps > 0 {
 		cfg.Engine.MaxSteps = *maxSteps
 	}

@@ -277,6 +277,25 @@ func TestToolOutputBounded(t *testing.T) {
 	if !strings.Contains(textOf(m), "line 50000") {
 		t.Errorf("reading the saved output: %q", textOf(m))
 	}
+	// Another session's tools do not read it without asking.
+	other := n.session()
+	if err := n.c.SendAsync(t.Context(), other, client.Prompt{Text: fmt.Sprintf(`tool:read:{"filePath":%q,"limit":2}`, path)}); err != nil {
+		t.Fatal(err)
+	}
+	if req := n.waitPermission(other); req.Permission != "external_directory" {
+		t.Errorf("another session reading the output asked %+v", req)
+	}
+}
+
+// TestToolOutputPrivate: the node keeps cut output beside its database in
+// a folder only its user can enter, not in a shared temporary directory.
+func TestToolOutputPrivate(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	st, err := os.Stat(n.cfg.DBPath + ".tool-output")
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("tool output folder: %v %v", st, err)
+	}
 }
 
 // TestTitle: the first prompt gets a title from the small model, off the

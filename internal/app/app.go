@@ -109,6 +109,7 @@ type App struct {
 
 	ln      net.Listener
 	lock    *lockfile.Lock
+	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
 	http    *http.Server
 	baseCtx context.Context
@@ -175,6 +176,15 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		b.SetBatchObserver(met.CommitBatch)
 	}
 	cfg.Engine.Metrics, cfg.Engine.Tracer = met, cfg.Tracer
+	if cfg.Engine.OutputDir == "" {
+		dir, err := outputDir(cfg.DBPath, node)
+		if err != nil {
+			st.Close()
+			lock.Release()
+			return nil, err
+		}
+		cfg.Engine.OutputDir = dir
+	}
 	// Tool processes a previous process on this database (and, for a
 	// shared database, this address) left behind (it was killed) are ended
 	// before its runs are recovered.
@@ -182,11 +192,22 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if n := builtin.Sweep(cfg.Engine.ToolScope); n > 0 {
 		cfg.Logger.Warn("killed tool processes left by a previous process", "count", n)
 	}
+	// The reaper ends this node's tool processes if it dies, and holds the
+	// database's lock until it has.
+	var keep []*os.File
+	if lock != nil {
+		keep = append(keep, lock.File())
+	}
+	reaper, err := builtin.StartReaper(cfg.Engine.ToolScope, keep...)
+	if err != nil {
+		st.Close()
+		lock.Release()
+		return nil, err
+	}
 	// From here on, failures release what was taken in reverse order.
-	// The MCP servers connect before recovery, so that resumed runs are
-	// offered their tools.
+	// The MCP servers connect in the background.
 	mcps.Start(ctx)
-	release := func() { mcps.Stop(); st.Close(); lock.Release() }
+	release := func() { mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
 	_, last, err := st.EventBounds(ctx)
 	if err != nil {
 		release()
@@ -229,7 +250,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -273,6 +294,36 @@ func toolScope(dbPath string, n nodeDesc) string {
 	}
 	sum := sha256.Sum256([]byte(abs))
 	return hex.EncodeToString(sum[:6])
+}
+
+// outputDir is the private folder (0700) where a node keeps the whole
+// output of tool calls cut for the model: beside a SQLite database, in the
+// user's cache directory for a shared one (each node its own).
+func outputDir(dbPath string, n nodeDesc) (string, error) {
+	dir := dbPath + ".tool-output"
+	if n.kind == "postgres" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		dir = filepath.Join(base, "agentd", "tool-output", toolScope(dbPath, n))
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create the tool output folder: %w", err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("tool output folder: %w", err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("tool output folder %s is not a directory", dir)
+	}
+	if st.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return "", fmt.Errorf("tool output folder: %w", err)
+		}
+	}
+	return dir, nil
 }
 
 // nodeDesc is what the app knows of its node once the store is open.
@@ -416,7 +467,7 @@ func (a *App) Stop(ctx context.Context) error {
 			err = errors.Join(err, a.http.Close())
 		}
 		a.wg.Wait()
-		a.stopErr = errors.Join(err, a.Store.Close())
+		a.stopErr = errors.Join(err, a.Store.Close(), a.reaper.Stop())
 		a.lock.Release()
 	})
 	return a.stopErr

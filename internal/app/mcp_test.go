@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/core"
@@ -29,13 +30,21 @@ func TestMCPTools(t *testing.T) {
 		}
 		c.Engine.Permission = append(c.Engine.Permission, core.Rule{Permission: "test_fail", Pattern: "*", Action: core.ActionDeny})
 	})
-	resp, err := http.Get(n.app.URL() + "/mcp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The servers connect in the background, after the node listens.
 	var st map[string]mcp.Status
-	json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := http.Get(n.app.URL() + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = nil
+		json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if st["test"].Status == mcp.StatusConnected || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if st["test"].Status != mcp.StatusConnected || st["broken"].Status != mcp.StatusFailed {
 		t.Errorf("GET /mcp = %+v", st)
 	}

@@ -329,6 +329,9 @@ func Load(paths []string, explicit string) (File, []string, error) {
 			return merged, used, fmt.Errorf("read config %s: %w", p, err)
 		}
 		f, err := Parse(data)
+		if err == nil {
+			err = f.Validate()
+		}
 		if err != nil {
 			return merged, used, fmt.Errorf("config %s: %w", p, err)
 		}

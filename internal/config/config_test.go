@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentd/agentd/internal/permission"
@@ -68,4 +69,31 @@ func FuzzParse(f *testing.F) {
 		_, _, _ = cfg.Build()
 		_, _ = permission.ParseConfig(cfg.Permission)
 	})
+}
+
+func TestValidateNumbers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		doc  string
+		want string
+	}{
+		{`{"agentd":{"maxSteps":-5}}`, "agentd.maxSteps -5"},
+		{`{"agentd":{"retry":{"maxAttempts":-1}}}`, "agentd.retry.maxAttempts"},
+		{`{"agentd":{"retry":{"maxElapsed":"-3s"}}}`, "agentd.retry.maxElapsed"},
+		{`{"agentd":{"events":{"maxAge":"soon"}}}`, "agentd.events.maxAge"},
+		{`{"agentd":{"events":{"maxCount":-1}}}`, "agentd.events.maxCount"},
+		{`{"agent":{"build":{"temperature":7}}}`, "agent.build.temperature"},
+		{`{"agent":{"build":{"steps":-2}}}`, "agent.build.steps"},
+		{`{"provider":{"p":{"models":{"m":{"limit":{"context":-1}}}}}}`, "provider.p.models.m.limit"},
+		{`{"agentd":{"maxSteps":5,"retry":{"maxAttempts":3,"maxElapsed":"2m"}}}`, ""},
+	} {
+		f, err := Parse([]byte(c.doc))
+		if err != nil {
+			t.Fatalf("%s: %v", c.doc, err)
+		}
+		err = f.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.doc, err, c.want)
+		}
+	}
 }

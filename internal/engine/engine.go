@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -112,8 +111,9 @@ type Config struct {
 	// ToolEnv is the environment of tool processes (nil: the server's,
 	// less tool.Secrets).
 	ToolEnv *tool.Env
-	// OutputDir keeps the full output of tool calls whose output was cut
-	// (default: agentd-tool-output in the system's temporary directory).
+	// OutputDir keeps the full output of tool calls whose output was cut,
+	// one folder per session, which only that session's tools may read
+	// without asking (default: a private temporary folder).
 	OutputDir string
 	// ToolScope names the database to the tools, which mark the processes
 	// they start with it (see builtin.Sweep).
@@ -193,7 +193,9 @@ func (c *Config) setDefaults() {
 		c.Agents = agent.NewSet(agent.Builtins())
 	}
 	if c.OutputDir == "" {
-		c.OutputDir = filepath.Join(os.TempDir(), "agentd-tool-output")
+		if d, err := os.MkdirTemp("", "agentd-tool-output-*"); err == nil {
+			c.OutputDir = d
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -825,7 +826,7 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		t, ok := e.tool(p.Tool)
 		ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
 		call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID,
-			Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{e.cfg.OutputDir}, Env: e.cfg.ToolEnv,
+			Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, p.SessionID)}, Env: e.cfg.ToolEnv,
 			Todos: func(ctx context.Context) ([]core.Todo, error) { return e.st.Todos(ctx, sess.ID) }}
 		var refused *tool.Result
 		if ok && !resumed {

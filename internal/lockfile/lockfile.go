@@ -104,6 +104,10 @@ func resolve(p string) (string, error) {
 	return filepath.Join(dir, filepath.Base(abs)), nil
 }
 
+// File is the locked database file. A child process that inherits it
+// holds the lock with the server, and alone once the server is gone.
+func (l *Lock) File() *os.File { return l.db }
+
 // Path is the database's real path, which the store should open so that
 // its journal files lie beside the locked file.
 func (l *Lock) Path() string { return l.path }

@@ -143,10 +143,11 @@ func New(o Options) *Manager {
 	return m
 }
 
-// Start connects every enabled server, waiting at most until each has
-// connected or failed once (bounded by its timeout), so that the first
-// runs see the servers' tools. It keeps them connected until Stop. A lazy
-// manager connects when its tools are first asked for instead.
+// Start connects every enabled server in the background and keeps them
+// connected until Stop; it does not wait. The first ask for tools waits
+// until each server has connected or failed once (bounded by its
+// timeout), so that the first runs see the servers' tools. A lazy manager
+// connects when its tools are first asked for instead.
 func (m *Manager) Start(ctx context.Context) {
 	m.mu.Lock()
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -161,7 +162,10 @@ func (m *Manager) Start(ctx context.Context) {
 		m.mu.Unlock()
 		return
 	}
-	m.connectAll()
+	// Connecting goes on in the background: a server that hangs must not
+	// delay the node's listener. A run that needs tools waits for every
+	// server's first attempt (Tools).
+	m.wg.Go(m.connectAll)
 }
 
 // connectAll starts keeping every enabled server connected (once) and
@@ -338,12 +342,10 @@ func (m *Manager) Statuses() map[string]Status {
 	return out
 }
 
-// Tools implements tool.Source: the tools of the servers connected now (a
-// lazy manager connects them first).
+// Tools implements tool.Source: the tools of the servers connected now,
+// once every server has been tried (a lazy manager tries them first).
 func (m *Manager) Tools() []tool.Tool {
-	if m.o.Lazy {
-		m.connectAll()
-	}
+	m.connectAll()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []tool.Tool

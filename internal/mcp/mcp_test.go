@@ -46,7 +46,28 @@ func start(t *testing.T, servers map[string]mcp.Server) *mcp.Manager {
 	m := mcp.New(mcp.Options{Servers: servers, Version: "test", Backoff: 50 * time.Millisecond})
 	m.Start(t.Context())
 	t.Cleanup(m.Stop)
+	m.Tools() // waits for every server's first attempt
 	return m
+}
+
+// TestStartDoesNotWait: a server that never answers does not hold Start
+// (the node's listener waits for it); the first ask for tools does, up to
+// the server's timeout.
+func TestStartDoesNotWait(t *testing.T) {
+	t.Parallel()
+	m := mcp.New(mcp.Options{Servers: map[string]mcp.Server{"hung": {Type: "local", Command: []string{"sleep", "600"}, Timeout: 500}}})
+	start := time.Now()
+	m.Start(t.Context())
+	defer m.Stop()
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("Start took %v", d)
+	}
+	if n := len(m.Tools()); n != 0 {
+		t.Errorf("%d tools of a hung server", n)
+	}
+	if st := m.Statuses()["hung"]; st.Status != mcp.StatusFailed {
+		t.Errorf("status = %+v", st)
+	}
 }
 
 func call(t *testing.T, ctx context.Context, m *mcp.Manager, name, input string) tool.Result {

@@ -52,11 +52,15 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 // directory returns the workspace a request selects: ?directory=, then the
-// x-opencode-directory header, then the server's own directory.
+// x-opencode-directory header (which opencode's SDK percent-encodes),
+// then the server's own directory.
 func (s *Server) directory(r *http.Request) (string, *apiError) {
 	d := r.URL.Query().Get("directory")
 	if d == "" {
 		d = r.Header.Get("x-opencode-directory")
+		if u, err := url.PathUnescape(d); err == nil {
+			d = u
+		}
 	}
 	if d == "" {
 		return s.cfg.Directory, nil
@@ -67,22 +71,34 @@ func (s *Server) directory(r *http.Request) (string, *apiError) {
 	return filepath.Clean(d), nil
 }
 
-// workspace checks that dir can be a session's workspace: an existing
-// directory other than the filesystem's root, resolved as it will be used.
-func workspace(dir string) *apiError {
-	if dir == string(filepath.Separator) {
-		return badRequest("directory: / cannot be a workspace; choose a project's directory")
-	}
-	st, err := os.Stat(dir)
+// workspace checks that dir can be a session's workspace and returns it
+// as it will be used: an existing directory, its symlinks resolved, that
+// is not the filesystem's root or a kernel's file system (/proc, /sys,
+// /dev), where every tool would reach the whole machine.
+func workspace(dir string) (string, *apiError) {
+	real, err := filepath.EvalSymlinks(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return badRequest("directory: %s does not exist", dir)
+		return "", badRequest("directory: %s does not exist", dir)
 	case err != nil:
-		return badRequest("directory: %s: %v", dir, err)
-	case !st.IsDir():
-		return badRequest("directory: %s is not a directory", dir)
+		return "", badRequest("directory: %s: %v", dir, err)
 	}
-	return nil
+	if real == string(filepath.Separator) {
+		return "", badRequest("directory: %s is the filesystem's root, which cannot be a workspace; choose a project's directory", dir)
+	}
+	for _, sys := range []string{"/proc", "/sys", "/dev"} {
+		if real == sys || strings.HasPrefix(real, sys+"/") {
+			return "", badRequest("directory: %s is in %s, which cannot be a workspace", dir, sys)
+		}
+	}
+	st, err := os.Stat(real)
+	switch {
+	case err != nil:
+		return "", badRequest("directory: %s: %v", dir, err)
+	case !st.IsDir():
+		return "", badRequest("directory: %s is not a directory", dir)
+	}
+	return real, nil
 }
 
 func queryInt(r *http.Request, name string, def, lo, hi int) (int, *apiError) {
@@ -173,9 +189,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 	if r.URL.Query().Get("directory") != "" || r.Header.Get("x-opencode-directory") != "" {
 		// A client's directory must be a real workspace; the server's own
 		// is its working directory.
-		if e := workspace(dir); e != nil {
+		if dir, e = workspace(dir); e != nil {
 			return e
 		}
+	} else if real, err := filepath.EvalSymlinks(dir); err == nil && real == string(filepath.Separator) {
+		return badRequest("directory: the server runs in %s, the filesystem's root, which cannot be a workspace; name a project's directory (?directory= or x-opencode-directory)", dir)
 	}
 	now := time.Now()
 	sess := core.Session{

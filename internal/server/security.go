@@ -1,8 +1,8 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
-	"fmt"
 	"mime"
 	"net"
 	"net/http"
@@ -86,10 +86,21 @@ func (s Security) originAllowed(origin string, r *http.Request) bool {
 	return false
 }
 
-// loginLimit bounds failed logins per client address.
+// Failed logins slow down the next failures from the same address: past
+// loginFree failures within loginWindow, each wrong answer waits (twice
+// as long each time, up to loginMaxDelay) and the waits of one address
+// take turns, so guessing from one address is slowed to one try per
+// delay however many connections it opens. A correct password is never
+// delayed or refused: failures by someone else from that address (or
+// behind the same proxy) cannot lock the owner out.
 const (
-	loginFailures = 5
+	loginFree     = 5
 	loginWindow   = time.Minute
+	loginBaseWait = 100 * time.Millisecond
+	loginMaxDelay = 5 * time.Second
+	// loginAddrs bounds the addresses remembered; the oldest entries
+	// go first.
+	loginAddrs = 10000
 )
 
 // guard is the middleware state: failed logins per address.
@@ -97,11 +108,67 @@ type guard struct {
 	sec Security
 
 	mu     sync.Mutex
-	failed map[string][]time.Time
+	failed map[string]*failures
+}
+
+// failures are one address's recent failed logins, and its turn to wait.
+type failures struct {
+	times []time.Time
+	turn  chan struct{}
+}
+
+// loginDelay is how long the n-th recent failure waits.
+func loginDelay(n int) time.Duration {
+	if n <= loginFree {
+		return 0
+	}
+	d := loginBaseWait << min(n-loginFree-1, 10)
+	return min(d, loginMaxDelay)
+}
+
+// fail records a failed login from addr and returns its delay and turn.
+func (g *guard) fail(addr string, now time.Time) (time.Duration, chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.failed[addr]
+	if f == nil {
+		if len(g.failed) >= loginAddrs {
+			g.forgetOldest(now)
+		}
+		f = &failures{turn: make(chan struct{}, 1)}
+		g.failed[addr] = f
+	}
+	recent := f.times[:0]
+	for _, t := range f.times {
+		if now.Sub(t) < loginWindow {
+			recent = append(recent, t)
+		}
+	}
+	f.times = append(recent, now)
+	return loginDelay(len(f.times)), f.turn
+}
+
+// forgetOldest drops the addresses whose failures have all expired, or,
+// when none has, the one whose latest failure is oldest.
+func (g *guard) forgetOldest(now time.Time) {
+	oldest, at := "", now
+	for addr, f := range g.failed {
+		last := f.times[len(f.times)-1]
+		if now.Sub(last) >= loginWindow {
+			delete(g.failed, addr)
+			continue
+		}
+		if last.Before(at) {
+			oldest, at = addr, last
+		}
+	}
+	if len(g.failed) >= loginAddrs {
+		delete(g.failed, oldest)
+	}
 }
 
 func (s Security) middleware(next http.Handler) http.Handler {
-	g := &guard{sec: s, failed: map[string][]time.Time{}}
+	g := &guard{sec: s, failed: map[string]*failures{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.LoopbackOnly && !IsLoopbackHost(hostOnly(r.Host)) {
 			writeError(w, &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "host " + r.Host + " is not a local name; this server only answers on loopback"})
@@ -127,29 +194,9 @@ func (s Security) middleware(next http.Handler) http.Handler {
 	})
 }
 
-// authorized checks basic auth, refusing an address that failed too often.
+// authorized checks basic auth. A wrong password is answered after the
+// delay its address has earned (see loginFree).
 func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
-	addr := hostOnly(r.RemoteAddr)
-	now := time.Now()
-	g.mu.Lock()
-	recent := g.failed[addr][:0]
-	for _, t := range g.failed[addr] {
-		if now.Sub(t) < loginWindow {
-			recent = append(recent, t)
-		}
-	}
-	if len(recent) == 0 {
-		delete(g.failed, addr)
-	} else {
-		g.failed[addr] = recent
-	}
-	locked := len(recent) >= loginFailures
-	g.mu.Unlock()
-	if locked {
-		w.Header().Set("Retry-After", fmt.Sprint(int(loginWindow.Seconds())))
-		writeError(w, &apiError{status: http.StatusTooManyRequests, name: "TooManyRequestsError", msg: "too many failed logins from this address; try again later"})
-		return false
-	}
 	user, pass, ok := r.BasicAuth()
 	wantUser := g.sec.Username
 	if wantUser == "" {
@@ -160,13 +207,33 @@ func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if ok {
-		g.mu.Lock()
-		g.failed[addr] = append(g.failed[addr], now)
-		g.mu.Unlock()
+		delay, turn := g.fail(hostOnly(r.RemoteAddr), time.Now())
+		if delay > 0 && !wait(r.Context(), turn, delay) {
+			return false
+		}
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="agentd"`)
 	writeError(w, &apiError{status: http.StatusUnauthorized, name: "UnauthorizedError", msg: "authentication required"})
 	return false
+}
+
+// wait takes the address's turn and holds it for d; false when the
+// client went away first.
+func wait(ctx context.Context, turn chan struct{}, d time.Duration) bool {
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-turn }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // cleanPaths answers a path that is not in its clean form (".." or "."

@@ -311,6 +311,9 @@ const storageRetryAfter = 10
 func (s *Server) storeErr(err error, what string) *apiError {
 	var ie *engine.InputError
 	var idc *engine.IDConflictError
+	if c, ok := s.st.(store.Classifier); ok && err != nil {
+		err = c.Classify(err)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -333,7 +336,7 @@ func (s *Server) storeErr(err error, what string) *apiError {
 			msg: "the database's disk is full; nothing was written, retry once space is freed", retryAfter: storageRetryAfter}
 	case errors.Is(err, store.ErrStorage):
 		return &apiError{status: http.StatusServiceUnavailable, name: "StorageError",
-			msg: "the database refused the write (" + err.Error() + "); nothing was written", retryAfter: storageRetryAfter}
+			msg: "the database is unavailable (" + err.Error() + "); nothing was changed, retry", retryAfter: storageRetryAfter}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusServiceUnavailable, name: "RequestCancelledError", msg: "request cancelled"}
 	default:

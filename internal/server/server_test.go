@@ -7,11 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -108,6 +111,10 @@ func TestBadInput(t *testing.T) {
 	sid := newSession(t, a)
 	u := a.URL()
 	big := `{"title":"` + strings.Repeat("x", 11<<20) + `"}`
+	rootLink := filepath.Join(t.TempDir(), "root")
+	if err := os.Symlink("/", rootLink); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name, method, path, body string
 		hdr                      map[string]string
@@ -121,6 +128,9 @@ func TestBadInput(t *testing.T) {
 		{"missing directory", "POST", "/session?directory=/nonexistent/agentd-test", ``, nil, 400, "BadRequest", "does not exist"},
 		{"file as directory", "POST", "/session?directory=/etc/hostname", ``, nil, 400, "BadRequest", "not a directory"},
 		{"root as directory", "POST", "/session?directory=/", ``, nil, 400, "BadRequest", "cannot be a workspace"},
+		{"symlink to root", "POST", "/session?directory=" + rootLink, ``, nil, 400, "BadRequest", "cannot be a workspace"},
+		{"proc", "POST", "/session?directory=/proc/self", ``, nil, 400, "BadRequest", "cannot be a workspace"},
+		{"sys", "POST", "/session", ``, map[string]string{"x-opencode-directory": "/sys/kernel"}, 400, "BadRequest", "cannot be a workspace"},
 		{"unknown parent", "POST", "/session", `{"parentID":"ses_nope"}`, nil, 400, "BadRequest", "parentID"},
 		{"too large", "POST", "/session", big, nil, 413, "PayloadTooLargeError", ""},
 		{"empty title", "PATCH", "/session/" + sid, `{"title":"  "}`, nil, 400, "BadRequest", "title"},
@@ -377,18 +387,32 @@ func TestSecurity(t *testing.T) {
 		t.Errorf("cross-origin with credentials: %d", resp.StatusCode)
 	}
 	req.Header.Del("Origin")
-	// Failed logins are limited per address: after five, even the right
-	// password waits.
-	for range 5 {
+	// Failed logins slow down the next failures from the address, one at
+	// a time; the right password is never refused or delayed.
+	guess := func() time.Duration {
+		start := time.Now()
 		req.SetBasicAuth("opencode", "guess")
 		resp, _ := http.DefaultClient.Do(req)
 		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("wrong password: %d", resp.StatusCode)
+		}
+		return time.Since(start)
 	}
-	req.SetBasicAuth("opencode", "s3cret")
-	resp, _ = http.DefaultClient.Do(req)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("after five failed logins: %d", resp.StatusCode)
+	for range 6 {
+		guess()
+	}
+	if d := guess(); d < 150*time.Millisecond {
+		t.Errorf("the seventh failure in a row took %v; want it slowed", d)
+	}
+	for range 3 {
+		start := time.Now()
+		req.SetBasicAuth("opencode", "s3cret")
+		resp, _ = http.DefaultClient.Do(req)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || time.Since(start) > 100*time.Millisecond {
+			t.Errorf("the right password after failed logins: %d in %v", resp.StatusCode, time.Since(start))
+		}
 	}
 }
 
@@ -461,6 +485,29 @@ func TestStreamHeadHeader(t *testing.T) {
 		resp.Body.Close()
 		if got := resp.Header.Get("X-Agentd-Seq"); got != strconv.FormatInt(last, 10) || last == 0 {
 			t.Errorf("GET %s: X-Agentd-Seq %q, the log's head is %d", path, got, last)
+		}
+	}
+}
+
+// TestDirectoryHeaderDecoded: opencode's SDK percent-encodes the
+// x-opencode-directory header; the session gets the decoded, resolved
+// directory.
+func TestDirectoryHeaderDecoded(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	dir := filepath.Join(t.TempDir(), "my project")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(dir, link)
+	for _, hdr := range []string{url.PathEscape(dir), dir, link} {
+		r := call(t, "POST", a.URL()+"/session", "{}", map[string]string{"x-opencode-directory": hdr})
+		var s struct{ Directory string }
+		json.Unmarshal(r.body, &s)
+		if r.status != 200 || s.Directory != real {
+			t.Errorf("header %q: %d %s", hdr, r.status, r.body)
 		}
 	}
 }

@@ -58,6 +58,23 @@ func WithWriteFailures(ctx context.Context, w *WriteFailures) context.Context {
 	return context.WithValue(ctx, failuresKey{}, w)
 }
 
+// Classifier is implemented by stores that can tell, in the error of any
+// call, a failure of the storage itself (the database unreachable or
+// restarting), which they return wrapped in ErrStorage: a read that met
+// it is answered as unavailable, to retry, not as an internal error.
+type Classifier interface {
+	Classify(err error) error
+}
+
+// Classify implements Classifier by asking the watched store, when it can
+// tell.
+func (w *Watched) Classify(err error) error {
+	if c, ok := w.Store.(Classifier); ok {
+		return c.Classify(err)
+	}
+	return err
+}
+
 // Watched is a Store that notices storage failures: it logs once when
 // writes start failing and once when they succeed again (not once per
 // write), and records each failure in the WriteFailures of the context.

@@ -299,6 +299,9 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
+// Classify implements store.Classifier.
+func (s *Store) Classify(err error) error { return storageError(err) }
+
 // storageError marks the failures that come from the database server or
 // the way to it rather than from what was written, so that runs pause and
 // retry (a restart of PostgreSQL, a full disk) instead of failing.

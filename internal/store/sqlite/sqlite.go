@@ -294,6 +294,9 @@ func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
 	return storageError(<-req.err)
 }
 
+// Classify implements store.Classifier.
+func (s *Store) Classify(err error) error { return storageError(err) }
+
 // storageError marks the errors that come from the storage rather than
 // from what was written, so that callers can tell a full disk from a bug.
 func storageError(err error) error {
