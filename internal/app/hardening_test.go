@@ -196,7 +196,7 @@ func TestStalledBodyTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no answer to a stalled body: %v", err)
 	}
-	rest, err := io.ReadAll(resp.Body)
+	rest, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(rest), "request body") {
 		t.Errorf("answer = %d %s", resp.StatusCode, rest)
