@@ -11,6 +11,7 @@ const (
 	PartStepFinish = "step-finish"
 	PartFile       = "file"
 	PartCompaction = "compaction"
+	PartPatch      = "patch"
 	PartIdle       = "idle"
 )
 
@@ -137,10 +138,19 @@ type Part struct {
 	Tool   string
 	State  ToolState
 
+	// step-start, step-finish: the workspace's snapshot (a tree of the
+	// snapshot store) when the step began or ended.
+	Snapshot string
+
 	// step-finish
 	Reason string
 	Cost   float64
 	Tokens Tokens
+
+	// patch: the files a step changed, and the snapshot from before the
+	// change (which a revert restores them from).
+	Hash  string
+	Files []string
 
 	// file
 	Mime     string
@@ -180,9 +190,12 @@ type partWire struct {
 	State     struct {
 		ToolState
 	} `json:"state"`
+	Snapshot  string         `json:"snapshot"`
 	Reason    string         `json:"reason"`
 	Cost      float64        `json:"cost"`
 	Tokens    Tokens         `json:"tokens"`
+	Hash      string         `json:"hash"`
+	Files     []string       `json:"files"`
 	Mime      string         `json:"mime"`
 	Filename  string         `json:"filename"`
 	URL       string         `json:"url"`
@@ -203,6 +216,7 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 	}
 	*p = Part{ID: w.ID, SessionID: w.SessionID, MessageID: w.MessageID, Type: w.Type,
 		Text: w.Text, Synthetic: w.Synthetic, CallID: w.CallID, Tool: w.Tool, State: w.State.ToolState,
+		Snapshot: w.Snapshot, Hash: w.Hash, Files: w.Files,
 		Reason: w.Reason, Cost: w.Cost, Tokens: w.Tokens, Mime: w.Mime, Filename: w.Filename, URL: w.URL,
 		Auto: w.Auto, Overflow: w.Overflow, TailStart: w.TailStart, RunID: w.RunID, Outcome: w.Outcome, Error: w.Error, Metadata: w.Metadata}
 	if w.Type == PartText && w.Metadata != nil {
@@ -280,14 +294,28 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			Metadata map[string]any `json:"metadata,omitempty"`
 		}{h, p.CallID, p.Tool, p.State, p.Metadata})
 	case PartStepStart:
-		return json.Marshal(h)
+		return json.Marshal(struct {
+			head
+			Snapshot string `json:"snapshot,omitempty"`
+		}{h, p.Snapshot})
 	case PartStepFinish:
 		return json.Marshal(struct {
 			head
-			Reason string  `json:"reason"`
-			Cost   float64 `json:"cost"`
-			Tokens Tokens  `json:"tokens"`
-		}{h, p.Reason, p.Cost, p.Tokens})
+			Reason   string  `json:"reason"`
+			Snapshot string  `json:"snapshot,omitempty"`
+			Cost     float64 `json:"cost"`
+			Tokens   Tokens  `json:"tokens"`
+		}{h, p.Reason, p.Snapshot, p.Cost, p.Tokens})
+	case PartPatch:
+		files := p.Files
+		if files == nil {
+			files = []string{}
+		}
+		return json.Marshal(struct {
+			head
+			Hash  string   `json:"hash"`
+			Files []string `json:"files"`
+		}{h, p.Hash, files})
 	case PartFile:
 		return json.Marshal(struct {
 			head
@@ -303,6 +331,8 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			TailStart string `json:"tail_start_id,omitempty"`
 		}{h, p.Auto, p.Overflow, p.TailStart})
 	case PartIdle:
+		// Without an end time: opencode's clients print a text part once
+		// it has ended, and this one must never be printed.
 		h.Type = PartText
 		return json.Marshal(struct {
 			head
@@ -311,7 +341,7 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			Ignored   bool                `json:"ignored"`
 			Time      PartTime            `json:"time"`
 			Metadata  map[string]idleMeta `json:"metadata"`
-		}{h, "", true, true, PartTime{Start: p.Time.Start, End: p.Time.Start},
+		}{h, "", true, true, PartTime{Start: p.Time.Start},
 			map[string]idleMeta{agentdMetaKey: {Type: PartIdle, RunID: p.RunID, Outcome: p.Outcome, Reason: p.Reason, Error: p.Error}}})
 	default:
 		return json.Marshal(struct {

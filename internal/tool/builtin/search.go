@@ -35,7 +35,7 @@ const (
 	grepTimeout = 60 * time.Second
 )
 
-var skipDirs = map[string]bool{".git": true, "node_modules": true}
+var skipDirs = map[string]bool{".git": true, "node_modules": true, ".agentd": true}
 
 // walkFiles calls fn for every regular file under root (not following
 // symlinks, and never out of the workspace), skipping .git and
