@@ -121,8 +121,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 			e.RetryAfter = time.Duration(secs) * time.Second
 		}
 		var ce core.Error
+		var tag struct {
+			Tag     string `json:"_tag"`
+			Message string `json:"message"`
+		}
 		if json.Unmarshal(b, &ce) == nil && ce.Name != "" {
 			e.Name, e.Message = ce.Name, ce.Data.Message
+		} else if json.Unmarshal(b, &tag) == nil && tag.Tag != "" {
+			e.Name, e.Message = tag.Tag, tag.Message
 		} else {
 			e.Name, e.Message = resp.Status, strings.TrimSpace(string(b))
 		}
@@ -134,6 +140,60 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 	}
 	return nil
+}
+
+// FileDiff is how one file differs between two snapshots of a session's
+// workspace (opencode's SnapshotFileDiff).
+type FileDiff struct {
+	File      string `json:"file"`
+	Patch     string `json:"patch"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+	Status    string `json:"status"`
+}
+
+// Revert undoes a session from a message (and, when partID is set, a part
+// of it) on: the files its steps changed are restored, and the messages
+// hidden until the next prompt drops them or Unrevert brings them back.
+func (c *Client) Revert(ctx context.Context, sessionID, messageID, partID string) (Session, error) {
+	var s Session
+	body := map[string]string{"messageID": messageID}
+	if partID != "" {
+		body["partID"] = partID
+	}
+	err := c.do(ctx, "POST", "/session/"+url.PathEscape(sessionID)+"/revert", body, &s)
+	return s, err
+}
+
+// Unrevert brings back what the session's revert undid.
+func (c *Client) Unrevert(ctx context.Context, sessionID string) (Session, error) {
+	var s Session
+	err := c.do(ctx, "POST", "/session/"+url.PathEscape(sessionID)+"/unrevert", nil, &s)
+	return s, err
+}
+
+// Diff is what the session changed in its workspace (messageID: that
+// message's turn only).
+func (c *Client) Diff(ctx context.Context, sessionID, messageID string) ([]FileDiff, error) {
+	var out []FileDiff
+	path := "/session/" + url.PathEscape(sessionID) + "/diff"
+	if messageID != "" {
+		path += "?messageID=" + url.QueryEscape(messageID)
+	}
+	err := c.do(ctx, "GET", path, nil, &out)
+	return out, err
+}
+
+// Fork copies a session's messages before messageID (all of them when
+// empty) into a new session.
+func (c *Client) Fork(ctx context.Context, sessionID, messageID string) (Session, error) {
+	var s Session
+	body := map[string]string{}
+	if messageID != "" {
+		body["messageID"] = messageID
+	}
+	err := c.do(ctx, "POST", "/session/"+url.PathEscape(sessionID)+"/fork", body, &s)
+	return s, err
 }
 
 // Health reports the server's version when it is healthy.

@@ -31,6 +31,7 @@ import (
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/postgres"
 	"github.com/agentd/agentd/internal/store/sqlite"
@@ -144,6 +145,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	if cfg.Tools == nil {
 		cfg.Tools = tool.NewRegistry(builtin.All()...)
+	}
+	if cfg.Engine.Snapshots == nil {
+		cfg.Engine.Snapshots = snapshot.New(snapshot.Options{})
 	}
 	// This node's tools: the configured ones, a webfetch that reaches what
 	// the operator opened, and the MCP servers' (connected below).

@@ -10,6 +10,7 @@ import (
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/permission"
+	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/tool"
 )
 
@@ -77,6 +78,7 @@ func (c *Config) Apply(f config.File, dir string) error {
 		}
 	}
 	c.MCP = f.MCP
+	c.Engine.Snapshots = snapshot.New(snapshot.Options{Disabled: f.Snapshot != nil && !*f.Snapshot})
 	c.Engine.ToolEnv = tool.NewEnv(f.EnvRefs, f.Agentd.ToolEnv)
 	c.MCPLazy = f.Agentd.MCP != nil && f.Agentd.MCP.Lazy
 	catalog := Catalog(f, def, c.Engine.Permission, agents)

@@ -54,11 +54,17 @@ func TestPermissionAskOnceRejectAlways(t *testing.T) {
 	if req.Permission != "external_directory" || req.Tool == nil || req.Patterns[0] != filepath.Dir(secret) {
 		t.Errorf("request = %+v", req)
 	}
-	// While asked, the tool has not run: its part is pending.
+	// While asked, the tool has not run: its part is shown running with
+	// its input (as opencode's clients expect before an ask), marked as
+	// not started.
 	for _, m := range mustMessages(t, n, sid) {
 		for _, p := range m.Parts {
-			if p.Type == core.PartTool && p.State.Status != core.ToolPending {
-				t.Errorf("tool part is %s while waiting for permission", p.State.Status)
+			if p.Type != core.PartTool {
+				continue
+			}
+			mark, _ := p.State.Metadata["agentd"].(map[string]any)
+			if p.State.Status != core.ToolRunning || mark["waiting"] != "permission" || !strings.Contains(string(p.State.Input), "outside") {
+				t.Errorf("tool part while waiting for permission: %s %s %v", p.State.Status, p.State.Input, p.State.Metadata)
 			}
 		}
 	}

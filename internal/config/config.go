@@ -45,6 +45,9 @@ type File struct {
 	// Command defines custom commands by name (opencode's key); they
 	// override command files of the same name.
 	Command map[string]CommandConfig `json:"command"`
+	// Snapshot, when false, keeps no snapshots of the workspace (no diff,
+	// no revert), as in opencode.
+	Snapshot *bool `json:"snapshot"`
 	// Agentd holds agentd's own settings.
 	Agentd Settings `json:"agentd"`
 	// EnvRefs are the variables the file read with {env:…}.
@@ -342,6 +345,9 @@ func Load(paths []string, explicit string) (File, []string, error) {
 }
 
 func merge(a, b File) File {
+	if b.Snapshot != nil {
+		a.Snapshot = b.Snapshot
+	}
 	a.EnvRefs = append(a.EnvRefs, b.EnvRefs...)
 	if b.Agentd.ToolEnv != nil {
 		a.Agentd.ToolEnv = b.Agentd.ToolEnv

@@ -28,6 +28,7 @@ const (
 	EventPermissionAsked   = "permission.asked"
 	EventPermissionReplied = "permission.replied"
 	EventRunUpdated        = "run.updated"
+	EventSessionDiff       = "session.diff"
 )
 
 // ChangesState reports whether an event of this type accompanies a change

@@ -92,16 +92,32 @@ func randomBase62(n int) string {
 	return string(buf)
 }
 
-// ValidID reports whether s looks like an id with the given prefix. It is a
-// cheap syntactic check used to reject garbage before touching the store.
+// MaxIDLen bounds a client's id.
+const MaxIDLen = 128
+
+// ValidID reports whether s can be an id with the given prefix: it starts
+// with the prefix, as opencode's patterns (^msg, ^prt …) ask, and holds
+// only letters, digits, '_', '-' and '.', at most MaxIDLen of them.
+// Clients make ids of other layouts than agentd's; nothing is ordered by
+// an id, so any such id will do. It is a cheap check that keeps garbage
+// away from the store.
 func ValidID(prefix, s string) bool {
-	if len(s) != len(prefix)+1+26 || !strings.HasPrefix(s, prefix+"_") {
+	if len(s) <= len(prefix) || len(s) > MaxIDLen || !strings.HasPrefix(s, prefix) {
 		return false
 	}
-	for _, c := range s[len(prefix)+1:] {
-		if !strings.ContainsRune(base62, c) {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
 			return false
 		}
 	}
 	return true
+}
+
+// Slug derives a session's short readable handle from its id's random
+// tail.
+func Slug(id string) string {
+	if len(id) < 8 {
+		return strings.ToLower(id)
+	}
+	return strings.ToLower(id[len(id)-8:])
 }

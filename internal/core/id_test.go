@@ -2,6 +2,7 @@ package core
 
 import (
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,16 +45,23 @@ func TestIDClockStepBack(t *testing.T) {
 
 func TestValidID(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"", "ses_", "ses_zz", "msg_0123456789abABCDEFGHIJKLMN", "ses_0123456789ab!BCDEFGHIJKLMN"} {
+	for _, s := range []string{"", "ses", "msg_0123456789abABCDEFGHIJKLMN", "ses_0123456789ab!BCDEFGHIJKLMN", "ses_../x", "ses_" + strings.Repeat("x", 200)} {
 		if ValidID(PrefixSession, s) {
 			t.Errorf("ValidID(%q) = true", s)
 		}
 	}
+	// Ids of other layouts that match opencode's patterns are clients'
+	// ids like any other.
+	for _, s := range []string{"ses_", "ses_zz", "ses_0123456789abcdef01234567", "ses-abc", "ses_01J9.x"} {
+		if !ValidID(PrefixSession, s) {
+			t.Errorf("ValidID(%q) = false", s)
+		}
+	}
 }
 
-// FuzzValidID: the id check never panics, accepts exactly the shape the
-// server makes (prefix, underscore, 26 base62 characters) and every id the
-// server makes.
+// FuzzValidID: the id check never panics, accepts only the prefix and
+// then safe characters (no path separator, no NUL, bounded) and every id
+// the server makes.
 func FuzzValidID(f *testing.F) {
 	for _, s := range []string{"msg_23a7827700011tgBrErr9uKef0", "msg_", "prt_../../etc/passwd", "ses_\x00", "msg_ffffffffffffAAAAAAAAAAAAAA", "msg_23a7827700011tgBrErr9uKef0x", "mßg_23a7827700011tgBrErr9uKe"} {
 		f.Add("msg", s)
@@ -61,11 +69,11 @@ func FuzzValidID(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix, s string) {
 		ok := ValidID(prefix, s)
 		if ok {
-			if len(s) != len(prefix)+27 || s[:len(prefix)+1] != prefix+"_" {
+			if len(s) > MaxIDLen || !strings.HasPrefix(s, prefix) || len(s) == len(prefix) {
 				t.Fatalf("accepted %q for prefix %q", s, prefix)
 			}
-			for _, c := range s[len(prefix)+1:] {
-				if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			for _, c := range s {
+				if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-' || c == '.') {
 					t.Fatalf("accepted %q with %q", s, c)
 				}
 			}

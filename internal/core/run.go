@@ -53,6 +53,11 @@ type Run struct {
 	RetryMessage string  `json:"retryMessage,omitempty"`
 	NextRetry    int64   `json:"next,omitempty"`
 	Time         RunTime `json:"time"`
+	// Snapshot and SnapshotEnd are the workspace's snapshots when the run
+	// took its first and its latest: what the run changed is their
+	// difference.
+	Snapshot    string `json:"snapshot,omitempty"`
+	SnapshotEnd string `json:"snapshotEnd,omitempty"`
 }
 
 // RunTime holds a run's timestamps in epoch milliseconds.

@@ -32,6 +32,30 @@ type Session struct {
 	// permission requests. They turn an operator's ask into allow, never
 	// a deny. agentd's own; the store keeps them beside the JSON.
 	Granted []Rule `json:"-"`
+	// Summary counts what the session's runs changed in the workspace.
+	Summary *SessionSummary `json:"summary,omitempty"`
+	// Revert is the session's revert point (opencode's): the messages
+	// from MessageID on are undone and hidden until a new prompt retires
+	// them or an unrevert brings them back.
+	Revert *SessionRevert `json:"revert,omitempty"`
+}
+
+// SessionSummary is opencode's count of a session's changes.
+type SessionSummary struct {
+	Additions int `json:"additions"`
+	Deletions int `json:"deletions"`
+	Files     int `json:"files"`
+}
+
+// SessionRevert is opencode's revert point: the message (and, within it,
+// the part) from which the session is undone, the snapshot of the
+// workspace before the undo (which an unrevert restores), and the undo's
+// diff.
+type SessionRevert struct {
+	MessageID string `json:"messageID"`
+	PartID    string `json:"partID,omitempty"`
+	Snapshot  string `json:"snapshot,omitempty"`
+	Diff      string `json:"diff,omitempty"`
 }
 
 // SessionModel is the model of a session, in opencode's shape.

@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
 	"go.opentelemetry.io/otel/trace"
@@ -111,6 +112,8 @@ type Config struct {
 	// ToolEnv is the environment of tool processes (nil: the server's,
 	// less tool.Secrets).
 	ToolEnv *tool.Env
+	// Snapshots records the workspace at each step (nil: not at all).
+	Snapshots *snapshot.Store
 	// OutputDir keeps the full output of tool calls whose output was cut,
 	// one folder per session, which only that session's tools may read
 	// without asking (default: a private temporary folder).
@@ -223,9 +226,12 @@ type Engine struct {
 	baseCtx    context.Context
 	cancel     context.CancelCauseFunc
 	history    historyCache
-	wg         sync.WaitGroup // drive goroutines
-	bg         sync.WaitGroup // the lease loop
-	stopOnce   sync.Once
+	// snapshotWarned holds the workspaces (and kinds of failure) whose
+	// snapshot failure was logged.
+	snapshotWarned sync.Map
+	wg             sync.WaitGroup // drive goroutines
+	bg             sync.WaitGroup // the lease loop
+	stopOnce       sync.Once
 }
 
 // executor is the state of a session's drive goroutine.

@@ -32,6 +32,13 @@ func (r *runner) finish(ctx context.Context, o outcome) error {
 		if core.TerminalState(run.State) {
 			return nil
 		}
+		// The snapshots this execution took last may not be stored yet.
+		if r.run.Snapshot != "" && run.Snapshot == "" {
+			run.Snapshot = r.run.Snapshot
+		}
+		if r.run.SnapshotEnd != "" {
+			run.SnapshotEnd = r.run.SnapshotEnd
+		}
 		if o.state == core.RunSucceeded && s != nil {
 			more, err := unansweredTx(ctx, tx, run, s.msg.ID)
 			if err != nil {
@@ -338,18 +345,18 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 	if err != nil {
 		return false, err
 	}
-	// A call waiting for a permission has not run; it keeps waiting.
-	waits := map[string]bool{}
-	pending, err := tx.PendingPermissions(ctx, run.SessionID)
+	// A call waiting for a permission has not run; it keeps waiting, or,
+	// answered before it started, runs as the answer said.
+	waits, unanswered := map[string]bool{}, map[string]bool{}
+	asked, err := tx.RunPermissions(ctx, run.ID)
 	if err != nil {
 		return false, err
 	}
-	for _, q := range pending {
-		if q.RunID == run.ID {
-			waits[q.PartID] = true
-		}
+	for _, q := range asked {
+		waits[q.PartID] = true
+		unanswered[q.PartID] = unanswered[q.PartID] || q.Reply == ""
 	}
-	kept := len(waits) > 0
+	kept := false
 	for _, info := range infos {
 		if info.Role != core.RoleAssistant {
 			continue
@@ -361,7 +368,9 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 		for _, p := range m.Parts {
 			_, waitsForChild := childOf(p)
 			switch {
-			case p.Type == core.PartTool && waits[p.ID] && p.State.Status == core.ToolPending:
+			case waits[p.ID] && notStarted(p):
+				kept = true
+				waiting = waiting || unanswered[p.ID]
 			case waitsForChild && p.State.Status == core.ToolRunning:
 				// A task call waiting for its child: the child is a run of
 				// its own, recovered on its own; the call waits for it again.
@@ -387,7 +396,7 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 			w.message(info)
 		}
 	}
-	return len(waits) > 0, w.err
+	return waiting, w.err
 }
 
 // assistantMessage starts an assistant message of the run, answering the

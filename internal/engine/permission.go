@@ -12,6 +12,28 @@ import (
 	"github.com/agentd/agentd/internal/tool"
 )
 
+// waitingKey is the key, in a running tool call's metadata, of agentd's
+// mark that the call has not started: it is shown running (with its
+// input) while it waits for a permission.
+const waitingKey = "agentd"
+
+// notStarted reports whether a tool call has provably not executed: it is
+// pending, or shown running while it waits for a permission. The running
+// state written when it starts executing carries no such mark.
+func notStarted(p core.Part) bool {
+	if p.Type != core.PartTool {
+		return false
+	}
+	if p.State.Status == core.ToolPending {
+		return true
+	}
+	if p.State.Status != core.ToolRunning {
+		return false
+	}
+	m, ok := p.State.Metadata[waitingKey].(map[string]any)
+	return ok && m["waiting"] != nil
+}
+
 // ErrAlreadyAnswered means a permission request was answered before.
 var ErrAlreadyAnswered = errors.New("permission request was already answered")
 
@@ -115,6 +137,18 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 		}
 		run.Phase = core.PhaseWaitingPermission
 		w := writer{ctx: ctx, tx: tx}
+		if p.State.Status == core.ToolPending {
+			// Clients show a call's input from its running state, and
+			// opencode's ask dialogs look for it there: the call is
+			// shown running, marked as not started, before the ask.
+			waiting := *p
+			waiting.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()},
+				Metadata: map[string]any{waitingKey: map[string]any{"waiting": "permission"}}}
+			w.part(waiting)
+			if w.err == nil {
+				*p = waiting
+			}
+		}
 		w.event(p.SessionID, core.EventPermissionAsked, req.Opencode())
 		w.run(run)
 		w.status(run.SessionID, core.StatusOf(&run, nil))

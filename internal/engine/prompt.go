@@ -176,6 +176,12 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		if err != nil {
 			return err
 		}
+		if sess.Revert != nil && !in.NoReply {
+			w := writer{ctx: ctx, tx: tx}
+			if err := retireReverted(ctx, tx, &w, &sess); err != nil {
+				return err
+			}
+		}
 		now := e.now()
 		msg := core.Message{
 			ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,

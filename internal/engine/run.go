@@ -88,6 +88,9 @@ func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 		if o.state == core.RunSucceeded {
 			r.keepHistory()
 		}
+		sctx, cancel := detached(ctx)
+		e.summarize(sctx, r.run)
+		cancel()
 		e.runEnded(run.ID)
 		return nil
 	}
@@ -134,6 +137,9 @@ type runner struct {
 	stepSpan trace.Span
 	// pending holds writes waiting for the runner's next transaction.
 	pending later
+	// snap is the workspace's snapshot as this execution of the run last
+	// took it ("" before the first, or without snapshots).
+	snap string
 }
 
 // step is one model call and the parts it produced, kept in memory so that
@@ -147,6 +153,9 @@ type step struct {
 	usage     llm.Usage
 	finish    string
 	streamed  bool
+	// finishPart is the step-finish part, held back while the step's tool
+	// calls run (finishStep writes it after them).
+	finishPart *core.Part
 }
 
 // stream is a part being streamed. Its text grows in a builder (appending
@@ -219,7 +228,9 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 		return r.cancelled(ctx, err)
 	} else if s != nil {
 		r.step = s
-		if o, done := r.runTools(ctx); done {
+		o, done := r.runTools(ctx)
+		r.finishStep(ctx)
+		if done {
 			if o.state == "" {
 				return r.cancelled(ctx, ctx.Err())
 			}
@@ -275,7 +286,9 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 			continue
 		}
 		if len(r.step.calls) > 0 {
-			if o, done := r.runTools(ctx); done {
+			o, done := r.runTools(ctx)
+			r.finishStep(ctx)
+			if done {
 				return r.settle(ctx, o)
 			}
 			continue
@@ -403,7 +416,9 @@ func (r *runner) openStep(ctx context.Context, msg core.Message, before func(*wr
 		run.Phase = ""
 	}
 	r.run = run
-	start := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: msg.SessionID, MessageID: msg.ID, Type: core.PartStepStart}
+	start := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: msg.SessionID, MessageID: msg.ID, Type: core.PartStepStart,
+		Snapshot: r.startSnapshot(ctx, msg.CWD)}
+	run.Snapshot, run.SnapshotEnd = r.run.Snapshot, r.run.SnapshotEnd
 	r.later(func(w *writer) {
 		if before != nil {
 			before(w)
@@ -440,7 +455,7 @@ func (r *runner) unfinishedStep(ctx context.Context) (*step, error) {
 			p := m.Parts[j]
 			s.calls = append(s.calls, &p)
 			_, waitsForChild := childOf(p)
-			open = open || p.State.Status == core.ToolPending || (waitsForChild && p.State.Status == core.ToolRunning)
+			open = open || notStarted(p) || (waitsForChild && p.State.Status == core.ToolRunning)
 		}
 	}
 	if !open {
@@ -738,8 +753,15 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 		}
 		parts = append(parts, *p)
 	}
-	parts = append(parts, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
-		Type: core.PartStepFinish, Reason: finish, Tokens: tokens, Cost: cost})
+	finishPart := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
+		Type: core.PartStepFinish, Reason: finish, Tokens: tokens, Cost: cost, Snapshot: r.snap}
+	if failure == nil && len(s.calls) > 0 {
+		// The step ends once its tool calls have run (finishStep), as
+		// opencode's clients expect step-finish after a step's tools.
+		s.finishPart = &finishPart
+	} else {
+		parts = append(parts, finishPart)
+	}
 	var run *core.Run
 	if failure == nil && r.run.Resumes > 0 {
 		// A completed step proves the run is not crash-looping.
@@ -820,7 +842,7 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 	for _, p := range r.step.calls {
 		_, resumed := childOf(*p)
 		resumed = resumed && p.State.Status == core.ToolRunning
-		if p.State.Status != core.ToolPending && !resumed {
+		if !notStarted(*p) && !resumed {
 			continue // done before a restart
 		}
 		t, ok := e.tool(p.Tool)

@@ -20,6 +20,19 @@ type apiError struct {
 	msg    string
 	// retryAfter, in seconds, tells the client when to try again.
 	retryAfter int
+	// body, when set, is written instead of {name, data}: the errors
+	// opencode's document gives another shape ({_tag, …}).
+	body any
+}
+
+// tagged is an error in the {_tag, message, …} shape opencode's document
+// gives some routes' errors.
+func tagged(status int, tag, msg string, fields map[string]string) *apiError {
+	body := map[string]string{"_tag": tag, "message": msg}
+	for k, v := range fields {
+		body[k] = v
+	}
+	return &apiError{status: status, name: tag, msg: msg, body: body}
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -56,6 +69,10 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 func writeError(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	if e.body != nil {
+		writeJSON(w, e.status, e.body)
+		return
 	}
 	writeJSON(w, e.status, core.NewError(e.name, e.msg))
 }

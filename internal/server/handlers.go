@@ -202,7 +202,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 		Version: s.cfg.Version, Metadata: in.Metadata,
 		Time: core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()},
 	}
-	sess.Slug = slug(sess.ID)
+	sess.Slug = core.Slug(sess.ID)
 	if e := validRules(in.Permission); e != nil {
 		return e
 	}
@@ -252,14 +252,6 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 	}
 	writeJSON(w, http.StatusOK, sess)
 	return nil
-}
-
-// slug derives a short readable handle from the id's random tail.
-func slug(id string) string {
-	if len(id) < 8 {
-		return strings.ToLower(id)
-	}
-	return strings.ToLower(id[len(id)-8:])
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) *apiError {

@@ -309,14 +309,6 @@ func fixed(v any) func(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 }
 
-// perSession answers an empty list for a session that exists (404
-// otherwise).
-func (s *Server) perSession(w http.ResponseWriter, r *http.Request) *apiError {
-	return sessionList(s, w, r, "items", func(ctx context.Context, id string, limit int) ([]struct{}, error) {
-		return []struct{}{}, nil
-	}, false, nil)
-}
-
 func (s *Server) mcpStatus(w http.ResponseWriter, r *http.Request) *apiError {
 	out := map[string]mcp.Status{}
 	if s.cfg.MCP != nil {

@@ -136,6 +136,13 @@ type Tx interface {
 	// PutPart inserts or replaces a part; ErrConflict when the id belongs
 	// to another message.
 	PutPart(ctx context.Context, p core.Part) error
+	// RetireFrom retires a session's messages from messageID on (when
+	// partID is set: that message's parts from partID on, and the messages
+	// after it). They stay as tombstones marked with by; no read returns
+	// them again. It returns the messages and the parts (of the message
+	// that stays) it retired; ErrNotFound when messageID or partID is not
+	// a live message or part of the session.
+	RetireFrom(ctx context.Context, sessionID, messageID, partID, by string) (messages, parts []string, err error)
 	// InsertRun adds a run; ErrConflict if the id exists.
 	InsertRun(ctx context.Context, r core.Run) error
 	// UpdateRun replaces a run's mutable fields; ErrRunEnded once the

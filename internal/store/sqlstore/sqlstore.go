@@ -262,7 +262,7 @@ func (r Reader) Sessions(ctx context.Context, q store.SessionQuery) ([]core.Sess
 
 // Messages implements store.Reader.
 func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQuery) ([]core.MessageWithParts, error) {
-	sqlq := `SELECT ` + messageCols + ` FROM messages WHERE session_id = ?`
+	sqlq := `SELECT ` + messageCols + ` FROM messages WHERE session_id = ? AND retired = ''`
 	args := []any{sessionID}
 	// Positions are the server's order of arrival; a message named by id
 	// is found by its position.
@@ -306,7 +306,7 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 	// Parts come newest message first, so that a byte budget keeps the
 	// newest messages whole and stops reading at the first message past it.
 	pq := `SELECT p.data FROM parts p JOIN messages m ON m.id = p.message_id
-		WHERE m.session_id = ? AND m.seq >= ? AND m.seq <= ? ORDER BY m.seq DESC, p.pos`
+		WHERE m.session_id = ? AND m.seq >= ? AND m.seq <= ? AND m.retired = '' AND p.retired = '' ORDER BY m.seq DESC, p.pos`
 	rows, err = r.query(ctx, pq, sessionID, out[0].Info.Seq, out[len(out)-1].Info.Seq)
 	if err != nil {
 		return nil, fmt.Errorf("list parts: %w", err)
@@ -345,7 +345,7 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 
 // RunMessages implements store.Reader.
 func (r Reader) RunMessages(ctx context.Context, runID string) ([]core.Message, error) {
-	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE run_id = ? ORDER BY seq`, runID)
+	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE run_id = ? AND retired = '' ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list run messages: %w", err)
 	}
@@ -355,7 +355,7 @@ func (r Reader) RunMessages(ctx context.Context, runID string) ([]core.Message, 
 // LastRunMessage implements store.Reader. It spares the callers that want
 // a run's last answer decoding every message of the run first.
 func (r Reader) LastRunMessage(ctx context.Context, runID, role string) (core.MessageWithParts, error) {
-	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE run_id = ? AND role = ? ORDER BY seq DESC LIMIT 1`, runID, role)
+	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE run_id = ? AND role = ? AND retired = '' ORDER BY seq DESC LIMIT 1`, runID, role)
 	if err != nil {
 		return core.MessageWithParts{}, fmt.Errorf("get last %s message of run %s: %w", role, runID, err)
 	}
@@ -364,7 +364,7 @@ func (r Reader) LastRunMessage(ctx context.Context, runID, role string) (core.Me
 
 // Message implements store.Reader.
 func (r Reader) Message(ctx context.Context, sessionID, messageID string) (core.MessageWithParts, error) {
-	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ?`, messageID, sessionID)
+	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE id = ? AND session_id = ? AND retired = ''`, messageID, sessionID)
 	if err != nil {
 		return core.MessageWithParts{}, fmt.Errorf("get message: %w", err)
 	}
@@ -383,7 +383,7 @@ func (r Reader) withParts(ctx context.Context, rows *sql.Rows) (core.MessageWith
 		return m, store.ErrNotFound
 	}
 	m.Info = infos[0]
-	rows, err = r.query(ctx, `SELECT data FROM parts WHERE message_id = ? ORDER BY pos`, m.Info.ID)
+	rows, err = r.query(ctx, `SELECT data FROM parts WHERE message_id = ? AND retired = '' ORDER BY pos`, m.Info.ID)
 	if err != nil {
 		return m, fmt.Errorf("list parts: %w", err)
 	}
@@ -851,6 +851,66 @@ func (t *Tx) PutPart(ctx context.Context, p core.Part) error {
 		ON CONFLICT (id) DO UPDATE SET data = excluded.data WHERE parts.message_id = excluded.message_id AND parts.session_id = excluded.session_id`,
 		p.ID, p.MessageID, p.SessionID, p.MessageID, data)
 	return affected(res, err, "put part "+p.ID)
+}
+
+// RetireFrom implements store.Tx.
+func (t *Tx) RetireFrom(ctx context.Context, sessionID, messageID, partID, by string) (msgs, parts []string, err error) {
+	if err := t.LockSession(ctx, sessionID); err != nil {
+		return nil, nil, err
+	}
+	var seq int64
+	if err := t.queryRow(ctx, `SELECT seq FROM messages WHERE id = ? AND session_id = ? AND retired = ''`, messageID, sessionID).Scan(&seq); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil, fmt.Errorf("retire from message %s: %w", messageID, store.ErrNotFound)
+		}
+		return nil, nil, fmt.Errorf("retire from message %s: %w", messageID, err)
+	}
+	from := seq
+	if partID != "" {
+		var pos int64
+		if err := t.queryRow(ctx, `SELECT pos FROM parts WHERE id = ? AND message_id = ? AND retired = ''`, partID, messageID).Scan(&pos); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, nil, fmt.Errorf("retire from part %s: %w", partID, store.ErrNotFound)
+			}
+			return nil, nil, fmt.Errorf("retire from part %s: %w", partID, err)
+		}
+		if parts, err = t.column(ctx, `SELECT id FROM parts WHERE message_id = ? AND pos >= ? AND retired = '' ORDER BY pos`, messageID, pos); err != nil {
+			return nil, nil, err
+		}
+		if _, err := t.exec(ctx, `UPDATE parts SET retired = ? WHERE message_id = ? AND pos >= ? AND retired = ''`, by, messageID, pos); err != nil {
+			return nil, nil, fmt.Errorf("retire parts: %w", err)
+		}
+		from = seq + 1
+	}
+	if msgs, err = t.column(ctx, `SELECT id FROM messages WHERE session_id = ? AND seq >= ? AND retired = '' ORDER BY seq`, sessionID, from); err != nil {
+		return nil, nil, err
+	}
+	if _, err := t.exec(ctx, `UPDATE parts SET retired = ? WHERE retired = '' AND message_id IN
+		(SELECT id FROM messages WHERE session_id = ? AND seq >= ? AND retired = '')`, by, sessionID, from); err != nil {
+		return nil, nil, fmt.Errorf("retire parts: %w", err)
+	}
+	if _, err := t.exec(ctx, `UPDATE messages SET retired = ? WHERE session_id = ? AND seq >= ? AND retired = ''`, by, sessionID, from); err != nil {
+		return nil, nil, fmt.Errorf("retire messages: %w", err)
+	}
+	return msgs, parts, nil
+}
+
+// column reads one text column of the rows a query returns.
+func (t *Tx) column(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := t.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 // InsertRun implements store.Tx.

@@ -34,6 +34,7 @@ func Exercise(t *testing.T, open Opener) {
 		"MessagesAndParts":      testMessagesAndParts,
 		"MessagePaging":         testMessagePaging,
 		"MessagesByBytes":       testMessagesByBytes,
+		"RetireFrom":            testRetireFrom,
 		"RunsAndStatus":         testRunsAndStatus,
 		"ActiveStatuses":        testActiveStatuses,
 		"EventsOrdered":         testEventsOrdered,
@@ -334,6 +335,72 @@ func testMessagePaging(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 	if page[0].Parts == nil {
 		t.Error("parts must be an empty list, not null")
+	}
+}
+
+// testRetireFrom: retired messages and parts stay in the store but no
+// read returns them; a partial retirement keeps the message and its
+// earlier parts.
+func testRetireFrom(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	var msgs []core.Message
+	var parts [][]core.Part
+	mustTx(t, s, func(tx store.Tx) error {
+		for range 4 {
+			m := userMessage(sess.ID)
+			m.RunID = "run_x"
+			msgs = append(msgs, m)
+			if err := tx.InsertMessage(ctx(t), m); err != nil {
+				return err
+			}
+			var ps []core.Part
+			for range 3 {
+				p := textPart(m, "t")
+				ps = append(ps, p)
+				if err := tx.PutPart(ctx(t), p); err != nil {
+					return err
+				}
+			}
+			parts = append(parts, ps)
+		}
+		return nil
+	})
+	var gotMsgs, gotParts []string
+	mustTx(t, s, func(tx store.Tx) error {
+		var err error
+		gotMsgs, gotParts, err = tx.RetireFrom(ctx(t), sess.ID, msgs[1].ID, parts[1][1].ID, "revert-1")
+		return err
+	})
+	if len(gotMsgs) != 2 || gotMsgs[0] != msgs[2].ID || len(gotParts) != 2 || gotParts[0] != parts[1][1].ID {
+		t.Fatalf("retired %v and parts %v", gotMsgs, gotParts)
+	}
+	left, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{})
+	if len(left) != 2 || len(left[1].Parts) != 1 || left[1].Parts[0].ID != parts[1][0].ID {
+		t.Fatalf("left %d messages", len(left))
+	}
+	if _, err := s.Message(ctx(t), sess.ID, msgs[3].ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a retired message was read: %v", err)
+	}
+	if run, _ := s.RunMessages(ctx(t), "run_x"); len(run) != 2 {
+		t.Errorf("run messages = %d", len(run))
+	}
+	if m, _ := s.Message(ctx(t), sess.ID, msgs[1].ID); len(m.Parts) != 1 {
+		t.Errorf("partly retired message has %d parts", len(m.Parts))
+	}
+	err := s.Tx(ctx(t), func(tx store.Tx) error {
+		_, _, err := tx.RetireFrom(ctx(t), sess.ID, msgs[3].ID, "", "again")
+		return err
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("retiring from a retired message: %v", err)
+	}
+	mustTx(t, s, func(tx store.Tx) error {
+		_, _, err := tx.RetireFrom(ctx(t), sess.ID, msgs[0].ID, "", "revert-2")
+		return err
+	})
+	if left, _ := s.Messages(ctx(t), sess.ID, store.MessageQuery{}); len(left) != 0 {
+		t.Errorf("after retiring from the first: %d left", len(left))
 	}
 }
 

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/snapshot"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// Diff is what a session changed in its workspace, file by file: with
+// messageID, the turn of that message's run (from its first snapshot to
+// its last), else the whole session (from its first run's first snapshot
+// to its latest run's last). Without snapshots it is empty.
+func (e *Engine) Diff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error) {
+	sess, err := e.st.Session(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	from, to, err := e.diffRange(ctx, sessionID, messageID)
+	if err != nil || !e.cfg.Snapshots.Enabled() {
+		return []snapshot.FileDiff{}, err
+	}
+	return e.cfg.Snapshots.Diff(ctx, sess.Directory, from, to)
+}
+
+// diffRange finds the snapshots a diff spans.
+func (e *Engine) diffRange(ctx context.Context, sessionID, messageID string) (from, to string, err error) {
+	if messageID != "" {
+		m, err := e.st.Message(ctx, sessionID, messageID)
+		if err != nil {
+			return "", "", err
+		}
+		if m.Info.RunID == "" {
+			return "", "", nil
+		}
+		run, err := e.st.Run(ctx, m.Info.RunID)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", "", nil
+		}
+		return run.Snapshot, run.SnapshotEnd, err
+	}
+	runs, err := e.st.Runs(ctx, sessionID, 0)
+	if err != nil {
+		return "", "", err
+	}
+	// Newest first: the last snapshot is the newest run's that has one,
+	// the first the oldest run's.
+	for _, r := range runs {
+		if to == "" && r.SnapshotEnd != "" {
+			to = r.SnapshotEnd
+		}
+		if r.Snapshot != "" {
+			from = r.Snapshot
+		}
+	}
+	return from, to, nil
+}
+
+// summarize records, after a run that changed files, what the session has
+// changed so far: the session's summary (additions, deletions, files) and
+// a session.diff event with the diff, as opencode's clients expect.
+func (e *Engine) summarize(ctx context.Context, run core.Run) {
+	if run.SnapshotEnd == "" || run.SnapshotEnd == run.Snapshot || !e.cfg.Snapshots.Enabled() {
+		return
+	}
+	diffs, err := e.Diff(ctx, run.SessionID, "")
+	if err != nil {
+		e.log.Warn("session diff", "session", run.SessionID, "err", err)
+		return
+	}
+	sum := core.SessionSummary{Files: len(diffs)}
+	for _, d := range diffs {
+		sum.Additions += d.Additions
+		sum.Deletions += d.Deletions
+	}
+	err = e.st.Tx(ctx, func(tx store.Tx) error {
+		sess, err := tx.Session(ctx, run.SessionID)
+		if err != nil {
+			return err
+		}
+		sess.Summary = &sum
+		w := writer{ctx: ctx, tx: tx}
+		w.session(sess)
+		w.event(run.SessionID, core.EventSessionDiff, map[string]any{"sessionID": run.SessionID, "diff": diffs})
+		return w.err
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.log.Warn("session summary", "session", run.SessionID, "err", err)
+	}
+}

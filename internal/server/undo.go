@@ -1,0 +1,96 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/engine"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// Undo, redo, diff and fork: opencode's routes over the engine's
+// snapshots (engine/revert.go, engine/diff.go).
+
+// busy is opencode's answer to a change of a session that is running.
+func busy(sessionID string) *apiError {
+	return tagged(http.StatusConflict, "SessionBusyError", "session "+sessionID+" is busy: abort its run or wait for it to end",
+		map[string]string{"sessionID": sessionID})
+}
+
+// undoErr maps the engine's errors of the routes here.
+func (s *Server) undoErr(err error, sessionID string) *apiError {
+	if errors.Is(err, engine.ErrSessionBusy) {
+		return busy(sessionID)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("%v", err)
+	}
+	return s.storeErr(err, "session "+sessionID)
+}
+
+func (s *Server) revert(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		MessageID string `json:"messageID"`
+		PartID    string `json:"partID"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	if !core.ValidID(core.PrefixMessage, in.MessageID) {
+		return badRequest("messageID: %q is not a message id (msg_…)", in.MessageID)
+	}
+	if in.PartID != "" && !core.ValidID(core.PrefixPart, in.PartID) {
+		return badRequest("partID: %q is not a part id (prt_…)", in.PartID)
+	}
+	id := r.PathValue("id")
+	sess, err := s.eng.Revert(r.Context(), id, in.MessageID, in.PartID)
+	if err != nil {
+		return s.undoErr(err, id)
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) unrevert(w http.ResponseWriter, r *http.Request) *apiError {
+	id := r.PathValue("id")
+	sess, err := s.eng.Unrevert(r.Context(), id)
+	if err != nil {
+		return s.undoErr(err, id)
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) *apiError {
+	id := r.PathValue("id")
+	msg := r.URL.Query().Get("messageID")
+	if msg != "" && !core.ValidID(core.PrefixMessage, msg) {
+		return badRequest("messageID: %q is not a message id (msg_…)", msg)
+	}
+	diffs, err := s.eng.Diff(r.Context(), id, msg)
+	if err != nil {
+		return s.undoErr(err, id)
+	}
+	writeJSON(w, http.StatusOK, diffs)
+	return nil
+}
+
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		MessageID string `json:"messageID"`
+	}
+	if e := decodeJSON(r, &in, true); e != nil {
+		return e
+	}
+	if in.MessageID != "" && !core.ValidID(core.PrefixMessage, in.MessageID) {
+		return badRequest("messageID: %q is not a message id (msg_…)", in.MessageID)
+	}
+	id := r.PathValue("id")
+	sess, err := s.eng.Fork(r.Context(), id, in.MessageID)
+	if err != nil {
+		return s.undoErr(err, id)
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
