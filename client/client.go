@@ -196,6 +196,14 @@ func (c *Client) Fork(ctx context.Context, sessionID, messageID string) (Session
 	return s, err
 }
 
+// Shell runs the user's own command in the session (no model) and
+// returns the assistant message holding the bash call and its output.
+func (c *Client) Shell(ctx context.Context, sessionID, agent, command string) (MessageWithParts, error) {
+	var m MessageWithParts
+	err := c.do(ctx, "POST", "/session/"+url.PathEscape(sessionID)+"/shell", map[string]string{"agent": agent, "command": command}, &m)
+	return m, err
+}
+
 // Health reports the server's version when it is healthy.
 func (c *Client) Health(ctx context.Context) (string, error) {
 	var h struct {

@@ -131,15 +131,31 @@ func TestLiveStreamFraming(t *testing.T) {
 		t.Fatalf("first event = %+v, want server.connected without id", evs)
 	}
 	deltas, durable := 0, 0
+	seen := map[string]bool{}
 	for _, ev := range evs[1:] {
-		switch ev.Type {
-		case core.EventPartDelta:
+		var props struct {
+			PartID string `json:"partID"`
+			Part   struct {
+				ID string `json:"id"`
+			} `json:"part"`
+		}
+		json.Unmarshal(ev.Properties, &props)
+		switch {
+		case ev.Type == core.EventPartDelta:
 			deltas++
 			if ev.Seq != 0 {
 				t.Errorf("delta carries id %d", ev.Seq)
 			}
+			// opencode's clients drop deltas of a part they have not seen.
+			if !seen[props.PartID] {
+				t.Errorf("a delta of part %s came before its first message.part.updated", props.PartID)
+			}
+		case ev.Seq == 0 && (ev.Type == core.EventPartUpdated || ev.Type == core.EventMessageUpdated):
+			// A live announcement; its durable version follows.
+			seen[props.Part.ID] = true
 		default:
 			durable++
+			seen[props.Part.ID] = true
 			if ev.Seq == 0 || ev.ID != core.DurableEventID(ev.Seq) {
 				t.Errorf("durable %s: seq %d id %q", ev.Type, ev.Seq, ev.ID)
 			}

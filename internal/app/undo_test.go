@@ -3,12 +3,14 @@ package app_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/core"
 )
 
@@ -205,5 +207,74 @@ func TestFork(t *testing.T) {
 	}
 	if runs, _ := n.c.Runs(ctx, f.ID); len(runs) != 1 {
 		t.Errorf("fork has %d runs, want its own one", len(runs))
+	}
+}
+
+// TestShell: the user's own command runs without asking (bash asks by
+// default), as a run with an outcome, its output in the bash call's
+// metadata; the operator's deny rules still apply; a busy session
+// refuses; an abort ends it.
+func TestShell(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) {
+		c.Engine.Permission = []core.Rule{{Permission: "bash", Pattern: "rm *", Action: core.ActionDeny}}
+	})
+	ctx := t.Context()
+	sid := n.session()
+	m, err := n.c.Shell(ctx, sid, "build", "echo from the shell; echo x > made.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var call *core.Part
+	for i := range m.Parts {
+		if m.Parts[i].Type == core.PartTool {
+			call = &m.Parts[i]
+		}
+	}
+	if call == nil || call.Tool != "bash" || call.State.Status != core.ToolCompleted || call.State.Metadata["output"] != "from the shell\n" {
+		t.Fatalf("shell answer = %+v", m.Parts)
+	}
+	if readFile(t, n.cfg.Directory, "made.txt") != "x\n" {
+		t.Error("the command did not run")
+	}
+	st := n.status(sid)
+	if st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+		t.Errorf("status after shell = %+v", st)
+	}
+	msgs := mustMessages(t, n, sid)
+	if msgs[0].Info.Role != core.RoleUser || msgs[0].Parts[0].Text != "The following tool was executed by the user" || !msgs[0].Parts[0].Synthetic {
+		t.Errorf("shell's user message = %+v", msgs[0].Parts)
+	}
+	if d, _ := n.c.Diff(ctx, sid, ""); len(d) != 1 || d[0].File != "made.txt" {
+		t.Errorf("diff after shell = %+v", d)
+	}
+	m, _ = n.c.Shell(ctx, sid, "build", "rm -rf made.txt")
+	if !strings.Contains(m.Parts[len(m.Parts)-2].State.Error+fmt.Sprint(m.Parts), "permission denied") || readFile(t, n.cfg.Directory, "made.txt") != "x\n" {
+		t.Errorf("a denied shell command: %+v", m.Parts)
+	}
+	if _, err := n.c.Shell(ctx, "ses_nope", "build", "ls"); err == nil {
+		t.Error("shell in an unknown session")
+	}
+	// Busy: 409; abort: the command's process is killed.
+	if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: "sleep:30"}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor(sid, func(st core.SessionStatus) bool { return st.Type == core.StatusBusy })
+	var ce *client.Error
+	if _, err := n.c.Shell(ctx, sid, "build", "ls"); !errors.As(err, &ce) || ce.StatusCode != 409 {
+		t.Errorf("shell while busy: %v", err)
+	}
+	n.c.Abort(ctx, sid)
+	n.waitIdle(sid)
+	done := make(chan error, 1)
+	go func() { _, err := n.c.Shell(ctx, sid, "build", "sleep 600"); done <- err }()
+	n.waitFor(sid, func(st core.SessionStatus) bool { return st.Type == core.StatusBusy })
+	n.waitToolRunning(sid)
+	if ok, err := n.c.Abort(ctx, sid); !ok || err != nil {
+		t.Fatalf("abort: %v %v", ok, err)
+	}
+	<-done
+	if st := n.waitIdle(sid); st.Last.Reason != core.ReasonAborted {
+		t.Errorf("aborted shell: %+v", st.Last)
 	}
 }

@@ -58,6 +58,9 @@ type Run struct {
 	// difference.
 	Snapshot    string `json:"snapshot,omitempty"`
 	SnapshotEnd string `json:"snapshotEnd,omitempty"`
+	// Shell is the command of a run that runs the user's own shell
+	// command (opencode's shell mode) instead of the model.
+	Shell string `json:"shell,omitempty"`
 }
 
 // RunTime holds a run's timestamps in epoch milliseconds.

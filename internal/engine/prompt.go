@@ -13,12 +13,14 @@ import (
 
 // InputPart is one part of a prompt, in opencode's input shapes.
 type InputPart struct {
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type"`
-	Text     string `json:"text,omitempty"`
-	Mime     string `json:"mime,omitempty"`
-	URL      string `json:"url,omitempty"`
-	Filename string `json:"filename,omitempty"`
+	ID   string `json:"id,omitempty"`
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+	// Synthetic marks text a client added (opencode's input shape).
+	Synthetic bool   `json:"synthetic,omitempty"`
+	Mime      string `json:"mime,omitempty"`
+	URL       string `json:"url,omitempty"`
+	Filename  string `json:"filename,omitempty"`
 }
 
 // PromptInput is a prompt as admitted by the engine.
@@ -39,6 +41,10 @@ type PromptInput struct {
 	// Compact asks for a compaction of the session instead of an answer
 	// (opencode's summarize); Parts are then empty.
 	Compact bool
+	// Shell is a command the user runs themselves (opencode's shell
+	// mode): the run executes it with the bash tool instead of calling the
+	// model. The session must be idle (ErrSessionBusy otherwise).
+	Shell string
 	// subagent admits a prompt for a subagent: the task tool's.
 	subagent bool
 }
@@ -197,6 +203,8 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		var newRun *core.Run
 		switch {
 		case in.NoReply:
+		case in.Shell != "" && len(active) > 0:
+			return ErrSessionBusy
 		case len(active) == 0:
 			// Nothing runs in the session: this node starts the run at once,
 			// so it is admitted running (one commit less per turn). A crash
@@ -218,6 +226,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 			}
 		}
 		if newRun != nil {
+			newRun.Shell = in.Shell
 			msg.RunID = newRun.ID
 			adm.RunID = newRun.ID
 		}
@@ -231,7 +240,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		w.messageEvent(msg)
 		for _, ip := range in.Parts {
 			p := core.Part{ID: ip.ID, SessionID: sessionID, MessageID: msg.ID, Type: ip.Type,
-				Text: ip.Text, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
+				Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
 			if p.ID == "" {
 				p.ID = core.NewID(core.PrefixPart, false)
 			}
@@ -245,7 +254,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		if in.Compact {
 			w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: sessionID, MessageID: msg.ID, Type: core.PartCompaction})
 		}
-		titled = !in.Compact && core.IsDefaultTitle(sess.Title)
+		titled = !in.Compact && in.Shell == "" && core.IsDefaultTitle(sess.Title)
 		if newRun != nil {
 			if err := tx.InsertRun(ctx, *newRun); err != nil {
 				return err

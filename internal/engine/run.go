@@ -153,6 +153,8 @@ type step struct {
 	usage     llm.Usage
 	finish    string
 	streamed  bool
+	// announced is set once the step's message was published live.
+	announced bool
 	// finishPart is the step-finish part, held back while the step's tool
 	// calls run (finishStep writes it after them).
 	finishPart *core.Part
@@ -221,6 +223,9 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 			return r.cancelled(ctx, err)
 		}
 		return modelError(err), true
+	}
+	if r.run.Shell != "" {
+		return r.shellRun(ctx)
 	}
 	// A step cut off while its tool calls waited for permission continues
 	// with those calls, not with a new model call.
@@ -654,6 +659,7 @@ func (r *runner) delta(ctx context.Context, kind, text string) error {
 	if *pp == nil {
 		*pp = &stream{part: &core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
 			Type: typ, Time: core.PartTime{Start: r.e.now()}}}
+		r.announce(*(*pp).part)
 	}
 	st := *pp
 	st.buf.WriteString(text)
@@ -908,6 +914,7 @@ func (r *runner) execTool(ctx context.Context, t tool.Tool, call tool.Call, p *c
 		res = *refused
 	} else {
 		var err error
+		call.Progress = r.progress(*p)
 		res, err = r.runTool(sctx, t, call)
 		if ctx.Err() != nil {
 			return outcome{}, true

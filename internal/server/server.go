@@ -144,6 +144,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"POST", "/session/{id}/revert", "Undo the session from a message (and part) on: its files restored, its messages hidden.", false, s.revert},
 		{"POST", "/session/{id}/unrevert", "Bring back what the session's revert undid.", false, s.unrevert},
 		{"POST", "/session/{id}/fork", "A new session with a copy of this one's messages before messageID.", false, s.fork},
+		{"POST", "/session/{id}/shell", "Run the user's own shell command in the session (no model); answers with the bash call and its output.", false, s.shell},
 		{"GET", "/config", "The configuration in opencode's shape, without secrets.", false, s.getConfig},
 		{"GET", "/config/providers", "Configured providers with their models, and the default model of each.", false, s.configProviders},
 		{"GET", "/provider", "Providers: all, connected, and the default model of each.", false, s.listProviders},
@@ -244,7 +245,8 @@ const writeTimeout = 60 * time.Second
 // streams, and the routes that wait for a run.
 func longRoute(rt route) bool {
 	return strings.HasSuffix(rt.pattern, "/event") || rt.method == http.MethodPost &&
-		(strings.HasSuffix(rt.pattern, "/message") || strings.HasSuffix(rt.pattern, "/wait") || strings.HasSuffix(rt.pattern, "/summarize"))
+		(strings.HasSuffix(rt.pattern, "/message") || strings.HasSuffix(rt.pattern, "/wait") || strings.HasSuffix(rt.pattern, "/summarize") ||
+			strings.HasSuffix(rt.pattern, "/shell") || strings.HasSuffix(rt.pattern, "/command"))
 }
 
 // Handler returns the API with its middleware.

@@ -94,3 +94,30 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) *apiError {
 	writeJSON(w, http.StatusOK, sess)
 	return nil
 }
+
+// shell runs the user's own command in the session (opencode's shell
+// mode) and answers, once it has run, with the assistant message holding
+// the bash call and its output.
+func (s *Server) shell(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		MessageID string         `json:"messageID"`
+		Agent     string         `json:"agent"`
+		Model     *core.ModelRef `json:"model"`
+		Command   string         `json:"command"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	if in.Command == "" {
+		return badRequest("command: required")
+	}
+	id := r.PathValue("id")
+	adm, err := s.eng.Shell(r.Context(), id, engine.PromptInput{MessageID: in.MessageID, Agent: in.Agent, Model: in.Model, Shell: in.Command})
+	if errors.Is(err, engine.ErrSessionBusy) {
+		return busy(id)
+	}
+	if err != nil {
+		return s.storeErr(err, "session "+id)
+	}
+	return s.answerRun(w, r, adm)
+}

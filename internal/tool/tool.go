@@ -38,6 +38,10 @@ type Call struct {
 	// Env is the environment of processes the call starts (nil: the
 	// server's, less Secrets).
 	Env *Env
+	// Progress, when set, takes what a long call has to show while it
+	// runs (bash: its output so far), as the running state's metadata.
+	// Tools call it at most a few times a second.
+	Progress func(metadata map[string]any)
 	// Todos reads the session's todo list as stored.
 	Todos func(ctx context.Context) ([]core.Todo, error)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,12 +42,22 @@ func (Bash) Schema() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number","description":"milliseconds"},"workdir":{"type":"string"},"description":{"type":"string"}},"required":["command"]}`)
 }
 
-// capped keeps the first bashOutputCap bytes written to it.
+// capped keeps the first bashOutputCap bytes written to it, and shows
+// the output so far to progress at most every progressEvery.
 type capped struct {
 	mu        sync.Mutex
 	buf       bytes.Buffer
 	truncated bool
+	progress  func(string)
+	shown     time.Time
 }
+
+// Live output: at most this often, and at most the last metadataOutput
+// bytes (as opencode keeps in a bash call's metadata).
+const (
+	progressEvery  = 250 * time.Millisecond
+	metadataOutput = 30_000
+)
 
 func (c *capped) Write(p []byte) (int, error) {
 	c.mu.Lock()
@@ -55,10 +66,26 @@ func (c *capped) Write(p []byte) (int, error) {
 	if len(p) > room {
 		c.buf.Write(p[:max(room, 0)])
 		c.truncated = true
-		return len(p), nil
+	} else {
+		c.buf.Write(p)
 	}
-	c.buf.Write(p)
+	if c.progress != nil && time.Since(c.shown) >= progressEvery {
+		c.shown = time.Now()
+		c.progress(tail(c.buf.String(), metadataOutput))
+	}
 	return len(p), nil
+}
+
+// tail is the last n bytes of s, cut at a line start when one is near.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < 200 {
+		s = s[i+1:]
+	}
+	return "…\n" + strings.ToValidUTF8(s, "")
 }
 
 // Run implements tool.Tool.
@@ -100,6 +127,9 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	// open do not hold the call: they are killed below.
 	cmd.WaitDelay = outputGrace
 	out := &capped{}
+	if call.Progress != nil {
+		out.progress = func(s string) { call.Progress(map[string]any{"output": s, "description": in.Description}) }
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return tool.Result{}, fmt.Errorf("start bash: %w", err)
@@ -127,8 +157,9 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 		}
 	}
 
-	md := map[string]any{"description": in.Description, "truncated": out.truncated}
 	text := out.buf.String()
+	// opencode's clients show a bash call's output from its metadata.
+	md := map[string]any{"description": in.Description, "truncated": out.truncated, "output": tail(text, metadataOutput)}
 	if out.truncated {
 		text += fmt.Sprintf("\n… output cut at %d bytes", bashOutputCap)
 	}
