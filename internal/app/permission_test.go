@@ -3,6 +3,7 @@ package app_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -265,5 +266,31 @@ func TestBashAsksByDefault(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.waitIdle(sid)
+	}
+}
+
+// TestFileRoutesFollowReadRules: what the operator denies the tools to
+// read, GET /file/content and /find do not show either.
+func TestFileRoutesFollowReadRules(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) {
+		c.Engine.Permission = append(c.Engine.Permission, core.Rule{Permission: "read", Pattern: "*.env", Action: core.ActionDeny})
+	})
+	os.WriteFile(filepath.Join(n.cfg.Directory, "prod.env"), []byte("TOKEN=secret\n"), 0o644)
+	os.WriteFile(filepath.Join(n.cfg.Directory, "ok.txt"), []byte("TOKEN is documented\n"), 0o644)
+	get := func(path string) (int, string) {
+		resp, err := http.Get(n.app.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := get("/file/content?path=prod.env"); st != http.StatusForbidden {
+		t.Errorf("denied file: %d %s", st, body)
+	}
+	if st, body := get("/find?pattern=TOKEN"); st != 200 || strings.Contains(body, "secret") || !strings.Contains(body, "ok.txt") {
+		t.Errorf("find: %d %s", st, body)
 	}
 }

@@ -255,3 +255,11 @@ func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run,
 	}
 	return nil
 }
+
+// Denied reports whether the operator's rules (the defaults and the
+// configuration's) deny permission for pattern: what the API reads for
+// clients (a file's content) follows the rules the tools do.
+func (e *Engine) Denied(perm, pattern string) bool {
+	rules := append(permission.Defaults(), e.cfg.Permission...)
+	return permission.Evaluate(rules, perm, pattern) == core.ActionDeny
+}

@@ -71,11 +71,11 @@ func (s *Server) directory(r *http.Request) (string, *apiError) {
 	return filepath.Clean(d), nil
 }
 
-// workspace checks that dir can be a session's workspace and returns it
+// workspaceDir checks that dir can be a session's workspace and returns it
 // as it will be used: an existing directory, its symlinks resolved, that
 // is not the filesystem's root or a kernel's file system (/proc, /sys,
 // /dev), where every tool would reach the whole machine.
-func workspace(dir string) (string, *apiError) {
+func workspaceDir(dir string) (string, *apiError) {
 	real, err := filepath.EvalSymlinks(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -189,7 +189,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 	if r.URL.Query().Get("directory") != "" || r.Header.Get("x-opencode-directory") != "" {
 		// A client's directory must be a real workspace; the server's own
 		// is its working directory.
-		if dir, e = workspace(dir); e != nil {
+		if dir, e = workspaceDir(dir); e != nil {
 			return e
 		}
 	} else if real, err := filepath.EvalSymlinks(dir); err == nil && real == string(filepath.Separator) {

@@ -356,7 +356,7 @@ func (s *Server) apiLocation(list bool) func(w http.ResponseWriter, r *http.Requ
 				return e
 			}
 		}
-		loc := map[string]any{"directory": dir, "project": map[string]string{"id": "global", "directory": worktree(dir)}}
+		loc := location(dir)
 		if !list {
 			writeJSON(w, http.StatusOK, loc)
 			return nil

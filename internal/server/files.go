@@ -1,0 +1,212 @@
+package server
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"path/filepath"
+	"strconv"
+
+	"github.com/agentd/agentd/internal/workspace"
+)
+
+// The file and search routes opencode's clients use (the TUI's @
+// completion, the SDK's find and file calls), over a request's directory
+// (internal/workspace). They read what the session's tools may read:
+// inside the directory, and not what the operator's rules deny to read.
+
+// fileDir is the directory a file route reads: opencode's next API names
+// it location[directory]; the others ?directory= or the header.
+func (s *Server) fileDir(r *http.Request) (string, *apiError) {
+	dir := r.URL.Query().Get("location[directory]")
+	if dir == "" {
+		var e *apiError
+		if dir, e = s.directory(r); e != nil {
+			return "", e
+		}
+	} else if !filepath.IsAbs(dir) {
+		return "", badRequest("location[directory]: %q must be an absolute path", dir)
+	}
+	return workspaceDir(filepath.Clean(dir))
+}
+
+// fileErr maps a workspace error.
+func fileErr(err error, p string) *apiError {
+	switch {
+	case errors.Is(err, workspace.ErrOutside):
+		return &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "path " + p + " is outside the workspace"}
+	case errors.Is(err, fs.ErrNotExist):
+		return notFound("%s does not exist", p)
+	default:
+		return badRequest("%s: %v", p, err)
+	}
+}
+
+// readable refuses a path the operator's rules deny to read.
+func (s *Server) readable(p string) *apiError {
+	if s.eng.Denied("read", filepath.Clean(p)) {
+		return &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "reading " + p + " is denied by the operator's rules"}
+	}
+	return nil
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) *apiError {
+	dir, e := s.fileDir(r)
+	if e != nil {
+		return e
+	}
+	p := r.URL.Query().Get("path")
+	nodes, err := workspace.List(dir, p)
+	if err != nil {
+		return fileErr(err, p)
+	}
+	writeJSON(w, http.StatusOK, nodes)
+	return nil
+}
+
+func (s *Server) fileContent(w http.ResponseWriter, r *http.Request) *apiError {
+	dir, e := s.fileDir(r)
+	if e != nil {
+		return e
+	}
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		return badRequest("path: required")
+	}
+	if e := s.readable(p); e != nil {
+		return e
+	}
+	c, err := workspace.Read(dir, p)
+	if err != nil {
+		return fileErr(err, p)
+	}
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}
+
+func (s *Server) fileStatus(w http.ResponseWriter, r *http.Request) *apiError {
+	dir, e := s.fileDir(r)
+	if e != nil {
+		return e
+	}
+	changes, err := workspace.Status(r.Context(), dir)
+	if err != nil {
+		return fileErr(err, dir)
+	}
+	writeJSON(w, http.StatusOK, changes)
+	return nil
+}
+
+// searchLimit reads ?limit= (1 to 200, default 100).
+func searchLimit(r *http.Request) (int, *apiError) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, badRequest("limit: %q is not a positive integer", v)
+	}
+	return min(n, 200), nil
+}
+
+func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) *apiError {
+	entries, e := s.searchFiles(r)
+	if e != nil {
+		return e
+	}
+	paths := make([]string, len(entries))
+	for i, en := range entries {
+		paths[i] = en.Path
+	}
+	writeJSON(w, http.StatusOK, paths)
+	return nil
+}
+
+// fsFind is the TUI's @ completion (opencode's next API).
+func (s *Server) fsFind(w http.ResponseWriter, r *http.Request) *apiError {
+	entries, e := s.searchFiles(r)
+	if e != nil {
+		return e
+	}
+	dir, _ := s.fileDir(r)
+	writeJSON(w, http.StatusOK, map[string]any{"location": location(dir), "data": entries})
+	return nil
+}
+
+// fsList lists a folder (opencode's next API).
+func (s *Server) fsList(w http.ResponseWriter, r *http.Request) *apiError {
+	dir, e := s.fileDir(r)
+	if e != nil {
+		return e
+	}
+	p := r.URL.Query().Get("path")
+	nodes, err := workspace.List(dir, p)
+	if err != nil {
+		return fileErr(err, p)
+	}
+	data := make([]workspace.Entry, len(nodes))
+	for i, n := range nodes {
+		data[i] = workspace.Entry{Path: n.Path, Type: n.Type}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"location": location(dir), "data": data})
+	return nil
+}
+
+func (s *Server) searchFiles(r *http.Request) ([]workspace.Entry, *apiError) {
+	dir, e := s.fileDir(r)
+	if e != nil {
+		return nil, e
+	}
+	q := r.URL.Query()
+	limit, e := searchLimit(r)
+	if e != nil {
+		return nil, e
+	}
+	typ := q.Get("type")
+	if typ != "" && typ != "file" && typ != "directory" {
+		return nil, badRequest("type: %q is not file or directory", typ)
+	}
+	entries, err := workspace.Files(r.Context(), dir, q.Get("query"), q.Get("dirs") == "true", typ, limit)
+	if err != nil {
+		return nil, fileErr(err, dir)
+	}
+	return entries, nil
+}
+
+func (s *Server) findText(w http.ResponseWriter, r *http.Request) *apiError {
+	dir, e := s.fileDir(r)
+	if e != nil {
+		return e
+	}
+	pattern := r.URL.Query().Get("pattern")
+	if pattern == "" {
+		return badRequest("pattern: required")
+	}
+	matches, err := workspace.Grep(r.Context(), dir, pattern)
+	if err != nil {
+		return badRequest("pattern %q: %v", pattern, err)
+	}
+	out := matches[:0]
+	for _, m := range matches {
+		if !s.eng.Denied("read", m.Path.Text) {
+			out = append(out, m)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// findSymbol answers no symbols: agentd runs no language server.
+func (s *Server) findSymbol(w http.ResponseWriter, r *http.Request) *apiError {
+	if _, e := s.fileDir(r); e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, []struct{}{})
+	return nil
+}
+
+// location is opencode's LocationInfo of a directory.
+func location(dir string) map[string]any {
+	return map[string]any{"directory": dir, "project": map[string]string{"id": "global", "directory": worktree(dir)}}
+}

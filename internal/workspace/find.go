@@ -1,0 +1,274 @@
+package workspace
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Limits of a search: the files a fuzzy search looks at, and the matches
+// and the time of a text search.
+const (
+	maxWalk     = 50_000
+	maxMatches  = 200
+	findTimeout = 10 * time.Second
+	maxLine     = 2000
+)
+
+// Entry is one result of a file search, in opencode's FileSystemEntry
+// shape: folders end with "/".
+type Entry struct {
+	Path string `json:"path"`
+	Type string `json:"type"`
+}
+
+// walk calls fn for the files and folders under dir (relative, slash
+// separated), never following a symlink, leaving the skipped folders out,
+// until fn returns false or maxWalk entries were seen.
+func walk(ctx context.Context, root *os.Root, fn func(rel string, isDir bool) bool) error {
+	n := 0
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if p == "." {
+			return nil
+		}
+		if d.IsDir() && skipped[d.Name()] {
+			return fs.SkipDir
+		}
+		if n++; n > maxWalk || !fn(p, d.IsDir()) {
+			return fs.SkipAll
+		}
+		return nil
+	})
+}
+
+// Files finds files (and, with dirs, folders; typ "file" or "directory"
+// keeps one kind) whose path matches query fuzzily: its characters in
+// order, case ignored. The best matches come first: a match in the name,
+// then contiguous, then short paths.
+func Files(ctx context.Context, dir, query string, dirs bool, typ string, limit int) ([]Entry, error) {
+	if limit <= 0 || limit > 200 {
+		limit = 200
+	}
+	q := strings.ToLower(query)
+	type scored struct {
+		e     Entry
+		score int
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var found []scored
+	err = walk(ctx, root, func(p string, isDir bool) bool {
+		e := Entry{Path: p, Type: "file"}
+		if isDir {
+			e.Path, e.Type = p+"/", "directory"
+			if !dirs && typ != "directory" {
+				return true
+			}
+		}
+		if typ != "" && e.Type != typ {
+			return true
+		}
+		if s, ok := fuzzy(strings.ToLower(p), q); ok {
+			found = append(found, scored{e, s})
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(found, func(i, j int) bool {
+		if found[i].score != found[j].score {
+			return found[i].score > found[j].score
+		}
+		return len(found[i].e.Path) < len(found[j].e.Path)
+	})
+	out := []Entry{}
+	for _, f := range found {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, f.e)
+	}
+	return out, nil
+}
+
+// fuzzy reports whether q's characters appear in s in order, and how well:
+// more for characters in the last path element, for runs of adjacent
+// characters, and for a match at a word's start.
+func fuzzy(s, q string) (int, bool) {
+	if q == "" {
+		return 0, true
+	}
+	base := strings.LastIndexByte(s, '/') + 1
+	score, j, last := 0, 0, -2
+	for i := 0; i < len(s) && j < len(q); i++ {
+		if s[i] != q[j] {
+			continue
+		}
+		score++
+		if i >= base {
+			score += 2
+		}
+		if i == last+1 {
+			score += 3
+		}
+		if i == 0 || strings.IndexByte("/._- ", s[i-1]) >= 0 {
+			score += 2
+		}
+		last = i
+		j++
+	}
+	return score, j == len(q)
+}
+
+// Match is one line a text search found, in opencode's (ripgrep's) shape.
+type Match struct {
+	Path           Text       `json:"path"`
+	Lines          Text       `json:"lines"`
+	LineNumber     int        `json:"line_number"`
+	AbsoluteOffset int        `json:"absolute_offset"`
+	Submatches     []Submatch `json:"submatches"`
+}
+
+// Text is ripgrep's {text} wrapper.
+type Text struct {
+	Text string `json:"text"`
+}
+
+// Submatch is where in a line the pattern matched.
+type Submatch struct {
+	Match Text `json:"match"`
+	Start int  `json:"start"`
+	End   int  `json:"end"`
+}
+
+// Grep finds the lines of the directory's files that match the regular
+// expression pattern: through ripgrep when it is installed, else by
+// walking; at most maxMatches, within findTimeout.
+func Grep(ctx context.Context, dir, pattern string) ([]Match, error) {
+	rg, _ := exec.LookPath("rg")
+	return grep(ctx, dir, pattern, rg)
+}
+
+// grep searches through rg when it is given, else by walking.
+func grep(ctx context.Context, dir, pattern, rg string) ([]Match, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, findTimeout)
+	defer cancel()
+	if rg != "" {
+		return ripgrep(ctx, rg, dir, pattern)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	out := []Match{}
+	err = walk(ctx, root, func(p string, isDir bool) bool {
+		if isDir {
+			return true
+		}
+		out = append(out, grepFile(root, p, re, maxMatches-len(out))...)
+		return len(out) < maxMatches
+	})
+	if ctx.Err() != nil {
+		err = nil // what was found in time is the answer
+	}
+	return out, err
+}
+
+func grepFile(root *os.Root, p string, re *regexp.Regexp, room int) []Match {
+	f, err := root.OpenFile(p, os.O_RDONLY|nonblock, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	var out []Match
+	br := bufio.NewReaderSize(f, 64<<10)
+	offset := 0
+	for n := 1; len(out) < room; n++ {
+		line, err := br.ReadString('\n')
+		if n == 1 && binary([]byte(line)) {
+			return nil
+		}
+		if len(line) > 0 {
+			if locs := re.FindAllStringIndex(line, 8); locs != nil {
+				m := Match{Path: Text{path.Clean(p)}, Lines: Text{cut(line)}, LineNumber: n, AbsoluteOffset: offset}
+				for _, l := range locs {
+					m.Submatches = append(m.Submatches, Submatch{Match: Text{line[l[0]:l[1]]}, Start: l[0], End: l[1]})
+				}
+				out = append(out, m)
+			}
+		}
+		offset += len(line)
+		if err != nil {
+			break
+		}
+	}
+	return out
+}
+
+func cut(line string) string {
+	if len(line) > maxLine {
+		return strings.ToValidUTF8(line[:maxLine], "") + "…"
+	}
+	return line
+}
+
+// ripgrep streams rg's JSON matches, stopping it at maxMatches.
+func ripgrep(ctx context.Context, rg, dir, pattern string) ([]Match, error) {
+	cmd := exec.CommandContext(ctx, rg, "--json", "--no-messages", "-g", "!.git", "-g", "!node_modules", "-g", "!.agentd",
+		"--max-columns", "2000", "-e", pattern, ".")
+	cmd.Dir = dir
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	out := []Match{}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for len(out) < maxMatches && sc.Scan() {
+		var ev struct {
+			Type string `json:"type"`
+			Data Match  `json:"data"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Type != "match" {
+			continue
+		}
+		ev.Data.Path.Text = strings.TrimPrefix(ev.Data.Path.Text, "./")
+		ev.Data.Lines.Text = cut(ev.Data.Lines.Text)
+		if ev.Data.Submatches == nil {
+			ev.Data.Submatches = []Submatch{}
+		}
+		out = append(out, ev.Data)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return out, nil
+}
