@@ -477,26 +477,25 @@ func (a *App) Stop(ctx context.Context) error {
 	return a.stopErr
 }
 
-// loadCommands reads the command files, then lays the configuration's
-// commands over them.
-func loadCommands(cfg Config) (command.Set, error) {
+// loadCommands makes the catalog of commands: the built-in ones, the
+// global command files (agentd's configuration folder, or CommandDirs),
+// each directory's project command files, and the configuration's. The
+// global files and the server's own directory's are read once here, so
+// that a broken one stops the start with its name.
+func loadCommands(cfg Config) (*command.Catalog, error) {
 	dirs := cfg.CommandDirs
 	if dirs == nil {
 		if d, err := os.UserConfigDir(); err == nil {
 			dirs = append(dirs, filepath.Join(d, "agentd", "command"))
 		}
-		dirs = append(dirs, filepath.Join(cfg.Directory, ".opencode", "command"), filepath.Join(cfg.Directory, ".agentd", "command"))
 	}
-	set := command.Set{}
-	for _, d := range dirs {
-		if err := set.LoadDir(d); err != nil {
+	check := command.Set{}
+	for _, d := range append(append([]string{}, dirs...), command.ProjectDirs(cfg.Directory)...) {
+		if err := check.LoadDir(d); err != nil {
 			return nil, err
 		}
 	}
-	for name, c := range cfg.Commands {
-		set[name] = c
-	}
-	return set, nil
+	return &command.Catalog{Global: dirs, Config: cfg.Commands, Logger: cfg.Logger}, nil
 }
 
 // stateReader is what the metrics' scrape-time gauges read: the store and

@@ -596,7 +596,11 @@ func (s *Server) lastAssistant(ctx context.Context, sessionID, runID string) (co
 }
 
 func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) *apiError {
-	writeList(w, r, s.cfg.Commands.List(), false, nil)
+	dir, e := s.directory(r)
+	if e != nil {
+		return e
+	}
+	writeList(w, r, s.cfg.Commands.For(dir).List(), false, nil)
 	return nil
 }
 
@@ -618,31 +622,84 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := decodeJSON(r, &in, false); e != nil {
 		return e
 	}
-	c, ok := s.cfg.Commands[in.Command]
+	adm, e := s.command(r, in.Command, in.Arguments, in.MessageID, in.Agent, in.Model, in.Variant, in.Parts)
+	if e != nil {
+		return e
+	}
+	return s.answerRun(w, r, adm)
+}
+
+// command admits a command of the session's directory as a prompt: its
+// template filled with the arguments, the files sent along, its agent and
+// model unless the request names others.
+func (s *Server) command(r *http.Request, name, args, messageID, agent, model, variant string, files []engine.InputPart) (engine.Admission, *apiError) {
+	id := r.PathValue("id")
+	sess, err := s.st.Session(r.Context(), id)
+	if err != nil {
+		return engine.Admission{}, s.storeErr(err, "session "+id)
+	}
+	c, ok := s.cfg.Commands.For(sess.Directory)[strings.TrimPrefix(name, "/")]
 	if !ok {
-		return notFound("command %q not found", in.Command)
+		return engine.Admission{}, notFound("command %q not found (GET /command lists them)", name)
 	}
-	pi := engine.PromptInput{MessageID: in.MessageID, Agent: c.Agent, Variant: in.Variant,
-		Parts: append([]engine.InputPart{{Type: core.PartText, Text: command.Expand(c.Template, in.Arguments)}}, in.Parts...)}
-	if in.Agent != "" {
-		pi.Agent = in.Agent
+	pi := engine.PromptInput{MessageID: messageID, Agent: c.Agent, Variant: variant,
+		Parts: append([]engine.InputPart{{Type: core.PartText, Text: command.Expand(c.Template, args)}}, files...)}
+	if agent != "" {
+		pi.Agent = agent
 	}
-	model := c.Model
-	if in.Model != "" {
-		model = in.Model
+	if model == "" {
+		model = c.Model
 	}
 	if model != "" {
 		ref, err := config.ParseModel(model)
 		if err != nil {
-			return badRequest("model %q: %v", model, err)
+			return engine.Admission{}, badRequest("model %q: %v", model, err)
 		}
 		pi.Model = &ref
 	}
-	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), pi)
+	adm, err := s.eng.Prompt(r.Context(), id, pi)
 	if err != nil {
-		return s.storeErr(err, "session "+r.PathValue("id"))
+		return adm, s.storeErr(err, "session "+id)
 	}
-	return s.answerRun(w, r, adm)
+	return adm, nil
+}
+
+// initProject runs the init command (opencode's session.init) and answers
+// true once its run has ended.
+func (s *Server) initProject(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		ModelID    string `json:"modelID"`
+		ProviderID string `json:"providerID"`
+		MessageID  string `json:"messageID"`
+	}
+	if e := decodeJSON(r, &in, true); e != nil {
+		return e
+	}
+	model := ""
+	if in.ProviderID != "" && in.ModelID != "" {
+		model = in.ProviderID + "/" + in.ModelID
+	}
+	adm, e := s.command(r, "init", "", in.MessageID, "", model, "", nil)
+	if e != nil {
+		return e
+	}
+	if _, err := s.eng.WaitRun(r.Context(), adm.RunID); err != nil {
+		return s.storeErr(err, "run")
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+// disposeInstance drops what is cached for the request's directory.
+func (s *Server) disposeInstance(w http.ResponseWriter, r *http.Request) *apiError {
+	dir, e := s.directory(r)
+	if e != nil {
+		return e
+	}
+	s.cfg.Commands.Forget(dir)
+	s.hub.PublishLive(core.MustEvent("", "server.instance.disposed", map[string]string{"directory": dir}))
+	writeJSON(w, http.StatusOK, true)
+	return nil
 }
 
 func (s *Server) promptAsync(w http.ResponseWriter, r *http.Request) *apiError {

@@ -51,9 +51,9 @@ type Config struct {
 	Node NodeInfo
 	// MCP reports the MCP servers' states to GET /mcp (nil: none).
 	MCP interface{ Statuses() map[string]mcp.Status }
-	// Commands are the custom commands of GET /command and
-	// POST /session/{id}/command.
-	Commands command.Set
+	// Commands resolve the commands of a directory, for GET /command and
+	// POST /session/{id}/command (nil: the built-in ones only).
+	Commands *command.Catalog
 	// Metrics serves GET /metrics (nil: the process's own metrics only).
 	Metrics http.Handler
 	// Tracer, when set, records a span per request (see traced).
@@ -106,6 +106,9 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Commands == nil {
+		cfg.Commands = &command.Catalog{}
+	}
 	if cfg.Metrics == nil {
 		// A server built without the node's metrics still reports the
 		// process's own.
@@ -153,7 +156,9 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/project/current", "The project of the request's directory.", false, s.currentProject},
 		{"GET", "/project/{projectID}/directories", "Extra directories of a project (none).", false, fixed([]struct{}{})},
 		{"GET", "/vcs", "The git branch of the request's directory.", false, s.getVCS},
-		{"GET", "/command", "Custom commands: the configuration's and the command files'.", false, s.listCommands},
+		{"GET", "/command", "Commands of the request's directory: the built-in init and review, the command files', the configuration's.", false, s.listCommands},
+		{"POST", "/session/{id}/init", "Run the init command: the model writes or improves the project's AGENTS.md.", false, s.initProject},
+		{"POST", "/instance/dispose", "Drop what is cached for the request's directory (its commands); it is read again on next use.", false, s.disposeInstance},
 		{"GET", "/lsp", "Language servers (agentd runs none).", false, fixed([]struct{}{})},
 		{"GET", "/formatter", "Formatters (agentd runs none).", false, fixed([]struct{}{})},
 		{"GET", "/mcp", "The configured MCP servers and whether each is connected.", false, s.mcpStatus},
