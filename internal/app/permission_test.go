@@ -294,3 +294,76 @@ func TestFileRoutesFollowReadRules(t *testing.T) {
 		t.Errorf("find: %d %s", st, body)
 	}
 }
+
+// TestQuestions: the question tool (on when the operator turns it on)
+// asks durably: GET /question lists it, the status says the run waits for
+// an answer, a restart keeps it asked, the answer becomes the call's
+// result; a dismissal is an error the model sees.
+func TestQuestions(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, func(c *app.Config) { c.Engine.Questions = true })
+	ctx := t.Context()
+	sid := n.session()
+	ask := `tool:question:{"questions":[{"question":"Which database?","header":"Database","options":[{"label":"SQLite","description":"embedded"},{"label":"PostgreSQL","description":"shared"}]}]}`
+	if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: ask + "\nreply:noted"}); err != nil {
+		t.Fatal(err)
+	}
+	st := n.waitFor(sid, func(st core.SessionStatus) bool { return st.Phase == core.PhaseWaitingQuestion })
+	if st.Type != core.StatusBusy {
+		t.Fatalf("status = %+v", st)
+	}
+	n = n.restart()
+	list := func() []core.OpencodeQuestion {
+		resp, err := http.Get(n.app.URL() + "/question")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var l []core.OpencodeQuestion
+		json.NewDecoder(resp.Body).Decode(&l)
+		return l
+	}
+	qs := list()
+	if len(qs) != 1 || qs[0].Questions[0].Header != "Database" || qs[0].Tool == nil {
+		t.Fatalf("GET /question after restart = %+v", qs)
+	}
+	if st := n.status(sid); st.Phase != core.PhaseWaitingQuestion {
+		t.Errorf("status after restart = %+v", st)
+	}
+	resp, err := http.Post(n.app.URL()+"/question/"+qs[0].ID+"/reply", "application/json", strings.NewReader(`{"answers":[["PostgreSQL"]]}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("reply: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	n.waitIdle(sid)
+	p := n.lastToolPart(sid)
+	if p == nil || p.State.Status != core.ToolCompleted || !strings.Contains(p.State.Output, "PostgreSQL") {
+		t.Fatalf("question call = %+v", p)
+	}
+	if len(list()) != 0 {
+		t.Error("an answered question is still listed")
+	}
+	resp, _ = http.Post(n.app.URL()+"/question/"+qs[0].ID+"/reply", "application/json", strings.NewReader(`{"answers":[]}`))
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("second answer: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+	resp, _ = http.Post(n.app.URL()+"/question/que_nope/reject", "application/json", nil)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), `"_tag":"QuestionNotFoundError"`) {
+		t.Errorf("unknown question: %d %s", resp.StatusCode, body)
+	}
+	// Dismissed: the model sees an error.
+	if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: ask + "\nreply:ok"}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor(sid, func(st core.SessionStatus) bool { return st.Phase == core.PhaseWaitingQuestion })
+	qs = list()
+	resp, _ = http.Post(n.app.URL()+"/question/"+qs[0].ID+"/reject", "application/json", nil)
+	resp.Body.Close()
+	n.waitIdle(sid)
+	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolError || !strings.Contains(p.State.Error, "dismissed") {
+		t.Errorf("dismissed question call = %+v", p)
+	}
+}

@@ -192,6 +192,10 @@ type Settings struct {
 	Events   *Events   `json:"events"`
 	Webfetch *Webfetch `json:"webfetch"`
 	MCP      *MCP      `json:"mcp"`
+	// Questions offers the model the question tool (it asks the user and
+	// waits for the answer); off by default, since a client that never
+	// answers leaves the run waiting.
+	Questions bool `json:"questions"`
 	// ToolEnv names the variables (or patterns with '*') that tools may
 	// see although agentd keeps them from tools: the providers' keys, the
 	// server's password, what the configuration read with {env:…}.
@@ -351,6 +355,9 @@ func merge(a, b File) File {
 	a.EnvRefs = append(a.EnvRefs, b.EnvRefs...)
 	if b.Agentd.ToolEnv != nil {
 		a.Agentd.ToolEnv = b.Agentd.ToolEnv
+	}
+	if b.Agentd.Questions {
+		a.Agentd.Questions = true
 	}
 	if b.Model != "" {
 		a.Model = b.Model

@@ -114,6 +114,10 @@ type Config struct {
 	ToolEnv *tool.Env
 	// Snapshots records the workspace at each step (nil: not at all).
 	Snapshots *snapshot.Store
+	// Questions offers the question tool (the model asks the user); off
+	// by default, since a client that never answers leaves the run
+	// waiting.
+	Questions bool
 	// OutputDir keeps the full output of tool calls whose output was cut,
 	// one folder per session, which only that session's tools may read
 	// without asking (default: a private temporary folder).

@@ -175,6 +175,9 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 	w.message(*msg)
 	w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: msg.ID, Type: core.PartIdle,
 		RunID: run.ID, Outcome: o.state, Reason: o.reason, Error: o.err, Time: core.PartTime{Start: now}})
+	if err := closeQuestions(ctx, &w, tx, run, now); err != nil {
+		return err
+	}
 	if err := closePermissions(ctx, &w, tx, run, o.state, now); err != nil {
 		return err
 	}
@@ -296,11 +299,11 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed 
 		return "failed", e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
 			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil, ends)
 	}
-	if waiting {
-		run.State, run.Phase = core.RunRunning, core.PhaseWaitingPermission
+	if waiting != "" {
+		run.State, run.Phase = core.RunRunning, waiting
 		w.run(run)
 		w.status(run.SessionID, core.StatusOf(&run, nil))
-		return "waiting_permission", w.err
+		return waiting, w.err
 	}
 	run.State, run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, core.PhaseRecovering, 0, "", 0
 	if crashed {
@@ -336,25 +339,38 @@ func (e *Engine) repairStalled(run core.Run, lease *store.Lease) error {
 // was cut off: a tool call that may have run gets an error result (its
 // outcome is unknown, so it is not run again), streamed text is closed, an
 // unfinished message ends with an abort error. Calls waiting for a
-// permission keep waiting (waiting reports whether there are any), and so
-// do task calls waiting for their child session's run.
-func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, toolErr, msgErr string) (waiting bool, err error) {
+// permission or an answer keep waiting (waiting is the phase that says so,
+// "" when none waits), and so do task calls waiting for their child
+// session's run.
+func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, toolErr, msgErr string) (waiting string, err error) {
 	now := e.now()
 	w := writer{ctx: ctx, tx: tx}
 	infos, err := tx.RunMessages(ctx, run.ID)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	// A call waiting for a permission has not run; it keeps waiting, or,
 	// answered before it started, runs as the answer said.
-	waits, unanswered := map[string]bool{}, map[string]bool{}
+	waits, unanswered := map[string]bool{}, map[string]string{}
 	asked, err := tx.RunPermissions(ctx, run.ID)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	for _, q := range asked {
 		waits[q.PartID] = true
-		unanswered[q.PartID] = unanswered[q.PartID] || q.Reply == ""
+		if q.Reply == "" {
+			unanswered[q.PartID] = core.PhaseWaitingPermission
+		}
+	}
+	questions, err := tx.RunQuestions(ctx, run.ID)
+	if err != nil {
+		return "", err
+	}
+	for _, q := range questions {
+		waits[q.PartID] = true
+		if q.Pending() {
+			unanswered[q.PartID] = core.PhaseWaitingQuestion
+		}
 	}
 	kept := false
 	for _, info := range infos {
@@ -363,14 +379,16 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 		}
 		m, err := tx.Message(ctx, run.SessionID, info.ID)
 		if err != nil {
-			return false, err
+			return "", err
 		}
 		for _, p := range m.Parts {
 			_, waitsForChild := childOf(p)
 			switch {
 			case waits[p.ID] && notStarted(p):
 				kept = true
-				waiting = waiting || unanswered[p.ID]
+				if waiting == "" {
+					waiting = unanswered[p.ID]
+				}
 			case waitsForChild && p.State.Status == core.ToolRunning:
 				// A task call waiting for its child: the child is a run of
 				// its own, recovered on its own; the call waits for it again.

@@ -864,6 +864,15 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 				return outcome{}, true
 			}
 		}
+		if ok && refused == nil && p.Tool == QuestionToolName {
+			// Answered by the user, not run: the answer is the result.
+			res, err := r.askQuestion(ctx, p)
+			if err != nil {
+				wait()
+				return outcome{}, true
+			}
+			refused = &res
+		}
 		if !resumed {
 			p.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()}}
 			if err := r.putPart(ctx, *p); err != nil {

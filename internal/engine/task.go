@@ -34,23 +34,39 @@ type taskTool struct{ e *Engine }
 // this engine; the registry may outlive it, as in a restart in the same
 // process), else the registry's.
 func (e *Engine) tool(name string) (tool.Tool, bool) {
-	if name == TaskToolName {
-		if t, ok := e.tools.Get(name); ok {
+	if t, ok := e.tools.Get(name); ok {
+		return t, true
+	}
+	for _, t := range e.ownTools() {
+		if t.Name() == name {
 			return t, true
 		}
-		return e.task, true
 	}
-	return e.tools.Get(name)
+	return nil, false
 }
 
-// allTools lists every tool offered to agents, sorted by name.
+// ownTools are the tools the engine itself answers: task, and question
+// when the operator turned it on.
+func (e *Engine) ownTools() []tool.Tool {
+	own := []tool.Tool{e.task}
+	if e.cfg.Questions {
+		own = append(own, questionTool{})
+	}
+	return own
+}
+
+// allTools lists every tool offered to agents, sorted by name; a
+// registered tool wins over the engine's own of the same name.
 func (e *Engine) allTools() []tool.Tool {
 	all := e.tools.All()
-	if _, ok := e.tools.Get(TaskToolName); ok {
-		return all
+	for _, t := range e.ownTools() {
+		if _, ok := e.tools.Get(t.Name()); ok {
+			continue
+		}
+		i := sort.Search(len(all), func(i int) bool { return all[i].Name() >= t.Name() })
+		all = slices.Insert(all, i, t)
 	}
-	i := sort.Search(len(all), func(i int) bool { return all[i].Name() >= TaskToolName })
-	return slices.Insert(all, i, tool.Tool(e.task))
+	return all
 }
 
 type taskInput struct {

@@ -85,9 +85,15 @@ func errorName(t *testing.T, b []byte) (string, string) {
 		Data struct {
 			Message string `json:"message"`
 		} `json:"data"`
+		// opencode's document gives some errors this shape.
+		Tag     string `json:"_tag"`
+		Message string `json:"message"`
 	}
 	if err := json.Unmarshal(b, &e); err != nil {
 		t.Fatalf("error body is not JSON: %s", b)
+	}
+	if e.Tag != "" {
+		return e.Tag, e.Message
 	}
 	return e.Name, e.Data.Message
 }
@@ -158,7 +164,7 @@ func TestBadInput(t *testing.T) {
 		{"wrong method", "DELETE", "/global/health", ``, nil, 405, "MethodNotAllowedError", ""},
 		{"wrong method 2", "PUT", "/session", `{}`, nil, 405, "MethodNotAllowedError", ""},
 		{"no route", "GET", "/nope", ``, nil, 404, "NotFoundError", ""},
-		{"reply unknown permission", "POST", "/permission/per_nope/reply", `{"reply":"once"}`, nil, 404, "NotFoundError", ""},
+		{"reply unknown permission", "POST", "/permission/per_nope/reply", `{"reply":"once"}`, nil, 404, "PermissionNotFoundError", "per_nope"},
 		{"reply bad value", "POST", "/permission/per_nope/reply", `{"reply":"maybe"}`, nil, 400, "BadRequest", "reply"},
 		{"session bad rule", "POST", "/session", `{"permission":[{"permission":"bash","pattern":"*","action":"perhaps"}]}`, nil, 400, "BadRequest", "action"},
 	}
@@ -270,21 +276,23 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	sort.Strings(ops)
 	want := []string{
-		"DELETE /session/{id}", "GET /agent", "GET /api/agent", "GET /api/command", "GET /api/integration",
-		"GET /api/location", "GET /api/model", "GET /api/provider", "GET /api/reference", "GET /api/skill",
-		"GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event",
-		"GET /experimental/capabilities", "GET /experimental/console", "GET /experimental/resource",
-		"GET /experimental/workspace", "GET /experimental/workspace/status", "GET /formatter",
+		"DELETE /session/{id}", "GET /agent", "GET /api/agent", "GET /api/command", "GET /api/fs/find", "GET /api/fs/list",
+		"GET /api/integration", "GET /api/location", "GET /api/model", "GET /api/provider", "GET /api/reference", "GET /api/skill",
+		"GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event", "GET /experimental/capabilities",
+		"GET /experimental/console", "GET /experimental/resource", "GET /experimental/workspace", "GET /experimental/workspace/status",
+		"GET /file", "GET /file/content", "GET /file/status", "GET /find", "GET /find/file", "GET /find/symbol", "GET /formatter",
 		"GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /metrics", "GET /node", "GET /path", "GET /permission",
-		"GET /project/current", "GET /project/{projectID}/directories", "GET /provider", "GET /provider/auth",
+		"GET /project/current", "GET /project/{projectID}/directories", "GET /provider", "GET /provider/auth", "GET /question",
 		"GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}", "GET /session/{id}/children",
-		"GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message",
-		"GET /session/{id}/message/{messageID}", "GET /session/{id}/run", "GET /session/{id}/run/{runID}",
-		"GET /session/{id}/status", "GET /session/{id}/todo", "GET /vcs", "PATCH /session/{id}",
-		"POST /permission/{requestID}/reply", "POST /session", "POST /session/{id}/abort", "POST /session/{id}/command", "POST /session/{id}/message",
-		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/summarize",
-		"POST /session/{id}/wait",
+		"GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message", "GET /session/{id}/message/{messageID}",
+		"GET /session/{id}/run", "GET /session/{id}/run/{runID}", "GET /session/{id}/status", "GET /session/{id}/todo", "GET /vcs",
+		"PATCH /session/{id}", "POST /instance/dispose", "POST /permission/{requestID}/reply", "POST /question/{requestID}/reject",
+		"POST /question/{requestID}/reply", "POST /session", "POST /session/{id}/abort", "POST /session/{id}/command",
+		"POST /session/{id}/fork", "POST /session/{id}/init", "POST /session/{id}/message",
+		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/revert",
+		"POST /session/{id}/shell", "POST /session/{id}/summarize", "POST /session/{id}/unrevert", "POST /session/{id}/wait",
 	}
+
 	if diff := cmp.Diff(want, ops); diff != "" {
 		t.Errorf("documented operations (-want +got):\n%s", diff)
 	}

@@ -105,6 +105,13 @@ type Reader interface {
 	// PendingPermissions lists unanswered requests, oldest first; all
 	// sessions when sessionID is empty.
 	PendingPermissions(ctx context.Context, sessionID string) ([]core.PermissionRequest, error)
+	// Question returns one question request or ErrNotFound.
+	Question(ctx context.Context, id string) (core.QuestionRequest, error)
+	// PendingQuestions lists unanswered questions, oldest first; all
+	// sessions' when sessionID is empty.
+	PendingQuestions(ctx context.Context, sessionID string) ([]core.QuestionRequest, error)
+	// RunQuestions lists every question of a run, answered or not.
+	RunQuestions(ctx context.Context, runID string) ([]core.QuestionRequest, error)
 	// RunPermissions lists every permission request of a run, answered or
 	// not, oldest first.
 	RunPermissions(ctx context.Context, runID string) ([]core.PermissionRequest, error)
@@ -153,6 +160,8 @@ type Tx interface {
 	PutTodos(ctx context.Context, sessionID string, todos []core.Todo) error
 	// PutPermission inserts or replaces a permission request.
 	PutPermission(ctx context.Context, p core.PermissionRequest) error
+	// PutQuestion inserts or replaces a question request.
+	PutQuestion(ctx context.Context, q core.QuestionRequest) error
 	// AppendEvent adds a durable event to the log. Its seq is assigned at
 	// commit (the events the commit hook receives carry it).
 	AppendEvent(ctx context.Context, ev core.Event) error

@@ -475,6 +475,35 @@ func (r Reader) Todos(ctx context.Context, sessionID string) ([]core.Todo, error
 	return todos, nil
 }
 
+// Question implements store.Reader.
+func (r Reader) Question(ctx context.Context, id string) (core.QuestionRequest, error) {
+	var q core.QuestionRequest
+	err := r.one(ctx, &q, "question", `SELECT data FROM questions WHERE id = ?`, id)
+	return q, err
+}
+
+// PendingQuestions implements store.Reader.
+func (r Reader) PendingQuestions(ctx context.Context, sessionID string) ([]core.QuestionRequest, error) {
+	q, args := `SELECT data FROM questions WHERE pending = 1 ORDER BY id`, []any{}
+	if sessionID != "" {
+		q, args = `SELECT data FROM questions WHERE pending = 1 AND session_id = ? ORDER BY id`, []any{sessionID}
+	}
+	rows, err := r.query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list questions: %w", err)
+	}
+	return decodeRows[core.QuestionRequest](rows, "questions")
+}
+
+// RunQuestions implements store.Reader.
+func (r Reader) RunQuestions(ctx context.Context, runID string) ([]core.QuestionRequest, error) {
+	rows, err := r.query(ctx, `SELECT data FROM questions WHERE run_id = ? ORDER BY id`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list run questions: %w", err)
+	}
+	return decodeRows[core.QuestionRequest](rows, "questions")
+}
+
 // RunPermissions implements store.Reader.
 func (r Reader) RunPermissions(ctx context.Context, runID string) ([]core.PermissionRequest, error) {
 	rows, err := r.query(ctx, `SELECT data FROM permissions WHERE run_id = ? ORDER BY id`, runID)
@@ -773,6 +802,7 @@ func (t *Tx) DeleteSession(ctx context.Context, id string) error {
 	// Children first, so drivers need not rely on cascading foreign keys.
 	for _, q := range []string{
 		`DELETE FROM permissions WHERE session_id = ?`,
+		`DELETE FROM questions WHERE session_id = ?`,
 		`DELETE FROM parts WHERE session_id = ?`,
 		`DELETE FROM messages WHERE session_id = ?`,
 		`DELETE FROM runs WHERE session_id = ?`,
@@ -966,6 +996,24 @@ func (t *Tx) PutTodos(ctx context.Context, sessionID string, todos []core.Todo) 
 	}
 	if err := t.update(ctx, "todos", `UPDATE sessions SET todos = ? WHERE id = ?`, string(data), sessionID); err != nil {
 		return fmt.Errorf("session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// PutQuestion implements store.Tx.
+func (t *Tx) PutQuestion(ctx context.Context, q core.QuestionRequest) error {
+	data, err := encode(q)
+	if err != nil {
+		return err
+	}
+	pending := 0
+	if q.Pending() {
+		pending = 1
+	}
+	_, err = t.exec(ctx, `INSERT INTO questions (id, session_id, run_id, pending, data) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET pending = excluded.pending, data = excluded.data`,
+		q.ID, q.SessionID, q.RunID, pending, data)
+	if err != nil {
+		return fmt.Errorf("put question %s: %w", q.ID, err)
 	}
 	return nil
 }

@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/tool"
+)
+
+// The question tool lets the model ask the user questions with choices,
+// as opencode's does. A question is durable like a permission request:
+// the call is shown running with its input, marked as not started, while
+// the run waits (busy, phase waiting_question); a restart keeps it asked;
+// GET /question lists the pending ones and POST /question/{id}/reply or
+// /reject answers. The answer becomes the call's result. It is offered
+// only when the operator turns it on (Config.Questions): a headless client
+// that never answers would leave the run waiting.
+
+// QuestionToolName is the name of the question tool.
+const QuestionToolName = "question"
+
+// ErrQuestionAnswered means a question was answered or dismissed before.
+var ErrQuestionAnswered = errors.New("question was already answered")
+
+type questionTool struct{}
+
+func (questionTool) Name() string { return QuestionToolName }
+
+func (questionTool) Description() string {
+	return "Asks the user one or more questions, each with a few choices, and returns the answers. Use it when the " +
+		"task cannot go on well without the user's decision (which of several approaches, a missing requirement); " +
+		"do not use it for what you can find out yourself. Each question has a short header (at most 30 " +
+		"characters), the question, and options (label of 1-5 words, description); set multiple when several " +
+		"choices may be picked. The user may also write an answer of their own."
+}
+
+func (questionTool) Schema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"questions":{"type":"array","items":{"type":"object","properties":{` +
+		`"question":{"type":"string"},"header":{"type":"string"},"multiple":{"type":"boolean"},"options":{"type":"array","items":` +
+		`{"type":"object","properties":{"label":{"type":"string"},"description":{"type":"string"}},"required":["label","description"]}}},` +
+		`"required":["question","header","options"]}}},"required":["questions"]}`)
+}
+
+// Run is not used: the engine asks (see runner.askQuestion).
+func (questionTool) Run(context.Context, tool.Call) (tool.Result, error) {
+	return tool.Errorf("the question tool is answered by the user"), nil
+}
+
+// askQuestion records the call's questions as a durable request (or finds
+// the one recorded before a restart), waits for the answer and returns the
+// call's result.
+func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, error) {
+	var in struct {
+		Questions []core.QuestionInfo `json:"questions"`
+	}
+	if err := json.Unmarshal(p.State.Input, &in); err != nil || len(in.Questions) == 0 {
+		return tool.Errorf("invalid input: questions must be a list of {question, header, options}"), nil
+	}
+	for i := range in.Questions {
+		if in.Questions[i].Options == nil {
+			in.Questions[i].Options = []core.QuestionOption{}
+		}
+	}
+	e := r.e
+	var q core.QuestionRequest
+	err := r.tx(ctx, func(tx store.Tx) error {
+		asked, err := tx.RunQuestions(ctx, r.run.ID)
+		if err != nil {
+			return err
+		}
+		for _, a := range asked {
+			if a.PartID == p.ID {
+				q = a
+				return nil
+			}
+		}
+		q = core.QuestionRequest{ID: core.NewID(core.PrefixQuestion, false), SessionID: p.SessionID, Questions: in.Questions,
+			Tool: &core.PermissionToolRef{MessageID: p.MessageID, CallID: p.CallID}, RunID: r.run.ID, PartID: p.ID}
+		q.Time.Created = e.now()
+		if err := tx.PutQuestion(ctx, q); err != nil {
+			return err
+		}
+		run, err := tx.Run(ctx, r.run.ID)
+		if err != nil {
+			return err
+		}
+		run.Phase = core.PhaseWaitingQuestion
+		w := writer{ctx: ctx, tx: tx}
+		if p.State.Status == core.ToolPending {
+			waiting := *p
+			waiting.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()},
+				Metadata: map[string]any{waitingKey: map[string]any{"waiting": "question"}}}
+			w.part(waiting)
+			if w.err == nil {
+				*p = waiting
+			}
+		}
+		w.event(p.SessionID, core.EventQuestionAsked, q.Opencode())
+		w.run(run)
+		w.status(run.SessionID, core.StatusOf(&run, nil))
+		if w.err == nil {
+			r.run = run
+		}
+		return w.err
+	})
+	if err != nil {
+		return tool.Result{}, err
+	}
+	for {
+		changed := e.hub.Watch(r.run.SessionID)
+		cur, err := e.st.Question(ctx, q.ID)
+		if err != nil {
+			return tool.Result{}, err
+		}
+		if !cur.Pending() {
+			if run, err := e.st.Run(ctx, r.run.ID); err == nil {
+				r.run = run
+			}
+			return questionResult(cur), nil
+		}
+		select {
+		case <-ctx.Done():
+			return tool.Result{}, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// questionResult is what the model is told of the user's answers.
+func questionResult(q core.QuestionRequest) tool.Result {
+	if q.Rejected {
+		return tool.Result{Output: "The user dismissed these questions without answering.", IsError: true,
+			Metadata: map[string]any{"answers": [][]string{}}}
+	}
+	var sb strings.Builder
+	sb.WriteString("The user answered:")
+	for i, qi := range q.Questions {
+		ans := "(no answer)"
+		if i < len(q.Answers) && len(q.Answers[i]) > 0 {
+			ans = strings.Join(q.Answers[i], ", ")
+		}
+		fmt.Fprintf(&sb, "\n- %q: %s", qi.Question, ans)
+	}
+	return tool.Result{Output: sb.String(), Title: fmt.Sprintf("Asked %d question(s)", len(q.Questions)),
+		Metadata: map[string]any{"answers": q.Answers}}
+}
+
+// AnswerQuestion answers a pending question (answers: the chosen labels,
+// one list per question), or dismisses it (reject). The run leaves the
+// waiting_question phase in the same transaction.
+func (e *Engine) AnswerQuestion(ctx context.Context, id string, answers [][]string, reject bool) error {
+	return e.st.Tx(ctx, func(tx store.Tx) error {
+		q, err := tx.Question(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !q.Pending() {
+			return ErrQuestionAnswered
+		}
+		q.Time.Replied = e.now()
+		w := writer{ctx: ctx, tx: tx}
+		if reject {
+			q.Rejected = true
+			w.event(q.SessionID, core.EventQuestionRejected, map[string]string{"sessionID": q.SessionID, "requestID": q.ID})
+		} else {
+			if answers == nil {
+				answers = [][]string{}
+			}
+			q.Answers = answers
+			w.event(q.SessionID, core.EventQuestionReplied, map[string]any{"sessionID": q.SessionID, "requestID": q.ID, "answers": answers})
+		}
+		if err := tx.PutQuestion(ctx, q); err != nil {
+			return err
+		}
+		run, err := tx.Run(ctx, q.RunID)
+		if err == nil && !core.TerminalState(run.State) && run.Phase == core.PhaseWaitingQuestion {
+			run.Phase = ""
+			w.run(run)
+			w.status(run.SessionID, core.StatusOf(&run, nil))
+		}
+		return w.err
+	})
+}
+
+// closeQuestions dismisses the pending questions of a run that ends.
+func closeQuestions(ctx context.Context, w *writer, tx store.Tx, run core.Run, now int64) error {
+	asked, err := tx.RunQuestions(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	for _, q := range asked {
+		if !q.Pending() {
+			continue
+		}
+		q.Rejected, q.Time.Replied = true, now
+		if err := tx.PutQuestion(ctx, q); err != nil {
+			return err
+		}
+		w.event(q.SessionID, core.EventQuestionRejected, map[string]string{"sessionID": q.SessionID, "requestID": q.ID})
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/engine"
+	"github.com/agentd/agentd/internal/store"
+)
+
+// What the user is asked while a run waits: permission requests and the
+// question tool's questions, with the routes that answer them.
+
+// permissionNotFound is opencode's answer for an unknown request.
+func permissionNotFound(id string) *apiError {
+	return tagged(http.StatusNotFound, "PermissionNotFoundError", "Permission request not found: "+id, map[string]string{"requestID": id})
+}
+
+// questionNotFound is opencode's answer for an unknown question.
+func questionNotFound(id string) *apiError {
+	return tagged(http.StatusNotFound, "QuestionNotFoundError", "Question request not found: "+id, map[string]string{"requestID": id})
+}
+
+func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) *apiError {
+	list, err := s.st.PendingPermissions(r.Context(), "")
+	if err != nil {
+		return s.storeErr(err, "permissions")
+	}
+	out := make([]core.OpencodePermission, len(list))
+	for i, p := range list {
+		out[i] = p.Opencode()
+	}
+	writeList(w, r, out, false, nil)
+	return nil
+}
+
+func (s *Server) replyPermission(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		Reply   string `json:"reply"`
+		Message string `json:"message"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	id := r.PathValue("requestID")
+	if err := s.eng.Reply(r.Context(), id, in.Reply, in.Message); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return permissionNotFound(id)
+		}
+		return s.storeErr(err, "permission request "+id)
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+func (s *Server) replyPermissionV1(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		Response string `json:"response"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	id := r.PathValue("permissionID")
+	if req, err := s.st.Permission(r.Context(), id); err != nil || req.SessionID != r.PathValue("id") {
+		return permissionNotFound(id)
+	}
+	if err := s.eng.Reply(r.Context(), id, in.Response, ""); err != nil {
+		return s.storeErr(err, "permission request "+id)
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+func (s *Server) listQuestions(w http.ResponseWriter, r *http.Request) *apiError {
+	list, err := s.st.PendingQuestions(r.Context(), "")
+	if err != nil {
+		return s.storeErr(err, "questions")
+	}
+	out := make([]core.OpencodeQuestion, len(list))
+	for i, q := range list {
+		out[i] = q.Opencode()
+	}
+	writeList(w, r, out, false, nil)
+	return nil
+}
+
+func (s *Server) replyQuestion(w http.ResponseWriter, r *http.Request) *apiError {
+	var in struct {
+		Answers [][]string `json:"answers"`
+	}
+	if e := decodeJSON(r, &in, false); e != nil {
+		return e
+	}
+	return s.answerQuestion(w, r, in.Answers, false)
+}
+
+func (s *Server) rejectQuestion(w http.ResponseWriter, r *http.Request) *apiError {
+	return s.answerQuestion(w, r, nil, true)
+}
+
+func (s *Server) answerQuestion(w http.ResponseWriter, r *http.Request, answers [][]string, reject bool) *apiError {
+	id := r.PathValue("requestID")
+	err := s.eng.AnswerQuestion(r.Context(), id, answers, reject)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return questionNotFound(id)
+	case errors.Is(err, engine.ErrQuestionAnswered):
+		return &apiError{status: http.StatusConflict, name: "ConflictError", msg: err.Error()}
+	case err != nil:
+		return s.storeErr(err, "question "+id)
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
