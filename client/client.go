@@ -91,6 +91,8 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body any) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// A failed run is an error of Send, not a message that carries one.
+	req.Header.Set("X-Agentd-Errors", "status")
 	if c.Password != "" {
 		user := c.Username
 		if user == "" {
@@ -293,6 +295,9 @@ type Prompt struct {
 	System string
 	// Variant picks a named set of the model's options.
 	Variant string
+	// Schema, when set, asks for structured output: the answer as JSON
+	// matching this JSON Schema, in the message's Structured field.
+	Schema json.RawMessage
 }
 
 func (p Prompt) body() map[string]any {
@@ -314,6 +319,9 @@ func (p Prompt) body() map[string]any {
 	}
 	if p.Variant != "" {
 		b["variant"] = p.Variant
+	}
+	if p.Schema != nil {
+		b["format"] = map[string]any{"type": "json_schema", "schema": p.Schema}
 	}
 	return b
 }

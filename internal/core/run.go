@@ -20,6 +20,9 @@ const (
 	ReasonMaxSteps         = "max_steps"
 	ReasonCrashLoop        = "crash_loop"
 	ReasonInternal         = "internal"
+	// ReasonStructuredOutput: the model never gave the structured answer
+	// the prompt asked for.
+	ReasonStructuredOutput = "structured_output"
 )
 
 // Phases refine a busy status.

@@ -123,6 +123,9 @@ type Message struct {
 	Agent  string
 	Model  ModelRef
 	System string
+	// Format asks for the answer as JSON of a schema (opencode's
+	// structured output).
+	Format *OutputFormat
 
 	// Assistant fields.
 	ParentID   string
@@ -137,6 +140,8 @@ type Message struct {
 	Error      *Error
 	// Summary marks the assistant message holding a compaction's summary.
 	Summary bool
+	// Structured is the answer a structured-output run captured.
+	Structured json.RawMessage
 
 	// RunID ties the message to the run that created or answered it. It is
 	// agentd's own and not part of the JSON (opencode's schema has no place
@@ -154,10 +159,22 @@ type userMessageJSON struct {
 	Time      struct {
 		Created int64 `json:"created"`
 	} `json:"time"`
-	Agent  string   `json:"agent"`
-	Model  ModelRef `json:"model"`
-	System string   `json:"system,omitempty"`
+	Agent  string        `json:"agent"`
+	Model  ModelRef      `json:"model"`
+	System string        `json:"system,omitempty"`
+	Format *OutputFormat `json:"format,omitempty"`
 }
+
+// OutputFormat is opencode's requested form of an answer: text, or JSON
+// matching Schema (json_schema), with RetryCount corrections allowed.
+type OutputFormat struct {
+	Type       string          `json:"type"`
+	Schema     json.RawMessage `json:"schema,omitempty"`
+	RetryCount *int            `json:"retryCount,omitempty"`
+}
+
+// FormatJSONSchema is the output format of structured output.
+const FormatJSONSchema = "json_schema"
 
 type assistantTime struct {
 	Created   int64 `json:"created"`
@@ -170,21 +187,22 @@ type assistantPath struct {
 }
 
 type assistantMessageJSON struct {
-	ID         string        `json:"id"`
-	SessionID  string        `json:"sessionID"`
-	Role       string        `json:"role"`
-	Time       assistantTime `json:"time"`
-	Error      *Error        `json:"error,omitempty"`
-	ParentID   string        `json:"parentID"`
-	ModelID    string        `json:"modelID"`
-	ProviderID string        `json:"providerID"`
-	Mode       string        `json:"mode"`
-	Agent      string        `json:"agent"`
-	Path       assistantPath `json:"path"`
-	Summary    bool          `json:"summary,omitempty"`
-	Cost       float64       `json:"cost"`
-	Tokens     Tokens        `json:"tokens"`
-	Finish     string        `json:"finish,omitempty"`
+	ID         string          `json:"id"`
+	SessionID  string          `json:"sessionID"`
+	Role       string          `json:"role"`
+	Time       assistantTime   `json:"time"`
+	Error      *Error          `json:"error,omitempty"`
+	ParentID   string          `json:"parentID"`
+	ModelID    string          `json:"modelID"`
+	ProviderID string          `json:"providerID"`
+	Mode       string          `json:"mode"`
+	Agent      string          `json:"agent"`
+	Path       assistantPath   `json:"path"`
+	Summary    bool            `json:"summary,omitempty"`
+	Cost       float64         `json:"cost"`
+	Tokens     Tokens          `json:"tokens"`
+	Structured json.RawMessage `json:"structured,omitempty"`
+	Finish     string          `json:"finish,omitempty"`
 }
 
 // MarshalJSON encodes m in opencode's UserMessage or AssistantMessage shape.
@@ -193,7 +211,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		var u userMessageJSON
 		u.ID, u.SessionID, u.Role = m.ID, m.SessionID, m.Role
 		u.Time.Created = m.Created
-		u.Agent, u.Model, u.System = m.Agent, m.Model, m.System
+		u.Agent, u.Model, u.System, u.Format = m.Agent, m.Model, m.System, m.Format
 		return json.Marshal(u)
 	}
 	a := assistantMessageJSON{
@@ -202,7 +220,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		Error:    m.Error,
 		ParentID: m.ParentID, ModelID: m.ModelID, ProviderID: m.ProviderID,
 		Mode: m.Mode, Agent: m.Agent, Path: assistantPath{CWD: m.CWD, Root: m.Root},
-		Cost: m.Cost, Tokens: m.Tokens, Finish: m.Finish, Summary: m.Summary,
+		Cost: m.Cost, Tokens: m.Tokens, Finish: m.Finish, Summary: m.Summary, Structured: m.Structured,
 	}
 	return json.Marshal(a)
 }
@@ -221,7 +239,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 			return err
 		}
 		*m = Message{ID: u.ID, SessionID: u.SessionID, Role: u.Role, Created: u.Time.Created,
-			Agent: u.Agent, Model: u.Model, System: u.System}
+			Agent: u.Agent, Model: u.Model, System: u.System, Format: u.Format}
 		return nil
 	}
 	var a assistantMessageJSON
@@ -231,7 +249,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	*m = Message{ID: a.ID, SessionID: a.SessionID, Role: a.Role, Created: a.Time.Created,
 		Completed: a.Time.Completed, Error: a.Error, ParentID: a.ParentID, ModelID: a.ModelID,
 		ProviderID: a.ProviderID, Mode: a.Mode, Agent: a.Agent, CWD: a.Path.CWD, Root: a.Path.Root,
-		Cost: a.Cost, Tokens: a.Tokens, Finish: a.Finish, Summary: a.Summary}
+		Cost: a.Cost, Tokens: a.Tokens, Finish: a.Finish, Summary: a.Summary, Structured: a.Structured}
 	return nil
 }
 

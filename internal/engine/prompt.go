@@ -41,6 +41,9 @@ type PromptInput struct {
 	// Compact asks for a compaction of the session instead of an answer
 	// (opencode's summarize); Parts are then empty.
 	Compact bool
+	// Format asks for structured output (json_schema): the answer comes
+	// as JSON of the schema, in the last message's structured field.
+	Format *core.OutputFormat
 	// Shell is a command the user runs themselves (opencode's shell
 	// mode): the run executes it with the bash tool instead of calling the
 	// model. The session must be idle (ErrSessionBusy otherwise).
@@ -74,6 +77,9 @@ func (in *PromptInput) Validate() error {
 	}
 	if len(in.Parts) > MaxPromptParts {
 		return &InputError{fmt.Sprintf("parts: %d parts is over the limit of %d", len(in.Parts), MaxPromptParts)}
+	}
+	if _, err := compileFormat(in.Format); err != nil {
+		return &InputError{err.Error()}
 	}
 	if len(in.System) > MaxSystemBytes {
 		return &InputError{fmt.Sprintf("system: %d bytes is over the limit of %d bytes", len(in.System), MaxSystemBytes)}
@@ -191,7 +197,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		now := e.now()
 		msg := core.Message{
 			ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,
-			Agent: ag.Name, Model: model, System: in.System,
+			Agent: ag.Name, Model: model, System: in.System, Format: in.Format,
 		}
 		if in.Compact {
 			msg.Agent = compactionAgent

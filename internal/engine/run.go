@@ -140,6 +140,8 @@ type runner struct {
 	// snap is the workspace's snapshot as this execution of the run last
 	// took it ("" before the first, or without snapshots).
 	snap string
+	// structured is set when the run's prompt asks for structured output.
+	structured *structured
 }
 
 // step is one model call and the parts it produced, kept in memory so that
@@ -296,7 +298,17 @@ func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
 			if done {
 				return r.settle(ctx, o)
 			}
+			if r.structured != nil && r.structured.answer != nil {
+				// The structured answer ends the run.
+				r.step.msg.Structured = r.structured.answer
+				msg := r.step.msg
+				r.later(func(w *writer) { w.message(msg) })
+				return succeeded, true
+			}
 			continue
+		}
+		if r.structured != nil {
+			return structuredFailure("Model did not produce structured output", r.structured.failed), true
 		}
 		// The model is done. A message steered into the run after this
 		// step began is caught by finish, which sends the loop round again.
@@ -850,6 +862,13 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		resumed = resumed && p.State.Status == core.ToolRunning
 		if !notStarted(*p) && !resumed {
 			continue // done before a restart
+		}
+		if p.Tool == StructuredOutputTool && r.structured != nil {
+			if o, done := r.structuredCall(ctx, p); done {
+				wait()
+				return o, true
+			}
+			continue
 		}
 		t, ok := e.tool(p.Tool)
 		ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))

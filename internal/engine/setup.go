@@ -54,8 +54,9 @@ func (r *runner) setup(ctx context.Context) error {
 		return err
 	}
 	extra := ""
+	var format *core.OutputFormat
 	if msg, err := e.st.Message(ctx, r.run.SessionID, r.run.UserMessageID); err == nil {
-		extra = msg.Info.System
+		extra, format = msg.Info.System, msg.Info.Format
 	}
 	r.system = prompt.System(prompt.Parts{
 		Agent: a.Prompt,
@@ -74,13 +75,17 @@ func (r *runner) setup(ctx context.Context) error {
 	if a.Steps > 0 && a.Steps < r.maxSteps {
 		r.maxSteps = a.Steps
 	}
-	return nil
+	return r.setupStructured(format)
 }
 
 // request is the model call of the next step.
 func (r *runner) request(history []llm.Message) llm.Request {
-	return llm.Request{Model: r.model.Name, System: r.system, Messages: history, Tools: r.tools,
+	req := llm.Request{Model: r.model.Name, System: r.system, Messages: history, Tools: r.tools,
 		MaxTokens: r.model.Output, Temperature: r.agent.Temperature, TopP: r.agent.TopP, Options: r.options}
+	if r.structured != nil {
+		req.ToolChoice = llm.ToolChoiceRequired
+	}
+	return req
 }
 
 // usableTokens is how many input tokens a request may hold: the model's

@@ -72,7 +72,14 @@ type Request struct {
 	Purpose string
 	// Attempt is 1 for the first try of a step and grows with each retry.
 	Attempt int
+	// ToolChoice is ToolChoiceRequired when the model must call a tool
+	// ("" lets it choose).
+	ToolChoice string
 }
+
+// ToolChoiceRequired makes the model call one of the tools (opencode's
+// structured output asks for it).
+const ToolChoiceRequired = "required"
 
 // Purposes of calls that are not steps of a run.
 const (

@@ -501,6 +501,7 @@ type promptBody struct {
 	Parts     []engine.InputPart `json:"parts"`
 	Busy      string             `json:"busy"`
 	Variant   string             `json:"variant"`
+	Format    *core.OutputFormat `json:"format"`
 }
 
 func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
@@ -514,7 +515,7 @@ func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
 	}
 	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), engine.PromptInput{
 		MessageID: in.MessageID, Parts: in.Parts, Model: in.Model, Agent: in.Agent,
-		System: in.System, Policy: policy, NoReply: in.NoReply, Variant: in.Variant,
+		System: in.System, Policy: policy, NoReply: in.NoReply, Variant: in.Variant, Format: in.Format,
 	})
 	if err != nil {
 		return adm, s.storeErr(err, "session "+r.PathValue("id"))
@@ -563,20 +564,44 @@ func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, adm engine.Ad
 	}
 	head, _ := s.hub.Head()
 	s.hub.WaitDelivered(r.Context(), head, deliveryGrace)
-	if run.State == core.RunFailed && run.Error != nil {
-		status := http.StatusInternalServerError
-		if run.Error.Name == core.ErrNameAPI || run.Error.Name == core.ErrNameProviderAuth {
-			status = http.StatusBadGateway
-		}
-		writeJSON(w, status, run.Error)
+	failed := run.State == core.RunFailed && run.Error != nil
+	if failed && errorsAsStatus(r) {
+		writeRunError(w, run.Error)
 		return nil
 	}
 	m, err := s.lastAssistant(r.Context(), id, adm.RunID)
+	if errors.Is(err, store.ErrNotFound) && failed {
+		// No message carries the error (the run failed before its first
+		// step): the status says it.
+		writeRunError(w, run.Error)
+		return nil
+	}
 	if err != nil {
 		return s.storeErr(err, "message")
 	}
+	if failed && m.Info.Error == nil {
+		m.Info.Error = run.Error
+	}
 	writeJSON(w, http.StatusOK, m)
 	return nil
+}
+
+// errorsAsStatus reports whether the client asked for a failed run to be
+// answered with an error status (X-Agentd-Errors: status, or
+// ?errors=status) rather than, as opencode answers, 200 with the error in
+// the message.
+func errorsAsStatus(r *http.Request) bool {
+	return r.Header.Get("X-Agentd-Errors") == "status" || r.URL.Query().Get("errors") == "status"
+}
+
+// writeRunError answers a failed run with its error: 502 for a
+// provider's, 500 otherwise.
+func writeRunError(w http.ResponseWriter, e *core.Error) {
+	status := http.StatusInternalServerError
+	if e.Name == core.ErrNameAPI || e.Name == core.ErrNameProviderAuth {
+		status = http.StatusBadGateway
+	}
+	writeJSON(w, status, e)
 }
 
 // deliveryGrace bounds how long a blocking prompt waits for event streams

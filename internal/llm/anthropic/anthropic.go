@@ -83,9 +83,14 @@ type messagesRequest struct {
 	System      []block     `json:"system,omitempty"`
 	Thinking    *thinking   `json:"thinking,omitempty"`
 	Tools       []toolParam `json:"tools,omitempty"`
+	ToolChoice  *toolChoice `json:"tool_choice,omitempty"`
 	Stream      bool        `json:"stream"`
 	Temperature *float64    `json:"temperature,omitempty"`
 	TopP        *float64    `json:"top_p,omitempty"`
+}
+
+type toolChoice struct {
+	Type string `json:"type"`
 }
 
 type turn struct {
@@ -216,6 +221,9 @@ func (p *Provider) body(req llm.Request) ([]byte, error) {
 		// one (the SDK's types leave it out then).
 		r.Tools = append(r.Tools, toolParam{Name: t.Name, Description: t.Description,
 			InputSchema: inputSchema{Type: "object", Properties: schema.Properties, Required: schema.Required}})
+	}
+	if req.ToolChoice == llm.ToolChoiceRequired && len(r.Tools) > 0 {
+		r.ToolChoice = &toolChoice{Type: "any"}
 	}
 	b, err := llm.EncodeBody(r, func() {
 		// A tool input that is not JSON goes as an empty object, as the

@@ -92,6 +92,9 @@ func sdkParams(p *Provider, req llm.Request) sdk.MessageNewParams {
 			InputSchema: sdk.ToolInputSchemaParam{Properties: schema.Properties, Required: schema.Required}}
 		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tp})
 	}
+	if req.ToolChoice == llm.ToolChoiceRequired && len(req.Tools) > 0 {
+		params.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
+	}
 	return params
 }
 
@@ -144,6 +147,8 @@ func requests() map[string]llm.Request {
 				{Name: "broken", Description: "d", Schema: json.RawMessage(`{"type":`)}},
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("a"), text(""), text("b <i>&</i> \u2028")}}},
 		},
+		"a tool required": {Model: "m", ToolChoice: llm.ToolChoiceRequired, Tools: []llm.ToolSpec{{Name: "read", Description: "d", Schema: schema}},
+			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},
 		"thinking raises max tokens": {Model: "m", MaxTokens: 1000, Options: map[string]any{"thinking": map[string]any{"type": "enabled", "budgetTokens": 2000.0}},
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("think")}}}},
 		"tool round trip": {Model: "m", Messages: []llm.Message{

@@ -86,6 +86,9 @@ func sdkParams(req llm.Request) sdk.ChatCompletionNewParams {
 			Name: t.Name, Description: sdk.String(t.Description), Parameters: schema,
 		}))
 	}
+	if req.ToolChoice == llm.ToolChoiceRequired && len(req.Tools) > 0 {
+		p.ToolChoice = sdk.ChatCompletionToolChoiceOptionUnionParam{OfAuto: sdk.String("required")}
+	}
 	return p
 }
 
@@ -134,6 +137,8 @@ func requests() map[string]llm.Request {
 		}},
 		"a tool schema that is not JSON": {Model: "m", Tools: []llm.ToolSpec{{Name: "broken", Description: "d", Schema: json.RawMessage(`{"type":`)},
 			{Name: "fine", Description: "d", Schema: schema}},
+			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},
+		"a tool required": {Model: "m", ToolChoice: llm.ToolChoiceRequired, Tools: []llm.ToolSpec{{Name: "fine", Description: "d", Schema: schema}},
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},
 		"effort empty, max tokens negative": {Model: "m", MaxTokens: -1, Options: map[string]any{"reasoningEffort": ""},
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},

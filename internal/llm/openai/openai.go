@@ -85,6 +85,7 @@ type chatRequest struct {
 	TopP            *float64       `json:"top_p,omitempty"`
 	ReasoningEffort string         `json:"reasoning_effort,omitempty"`
 	Tools           []chatFunction `json:"tools,omitempty"`
+	ToolChoice      string         `json:"tool_choice,omitempty"`
 }
 
 type streamOptions struct {
@@ -180,6 +181,9 @@ func body(req llm.Request) ([]byte, error) {
 	for _, t := range req.Tools {
 		r.Tools = append(r.Tools, chatFunction{Type: "function",
 			Function: definition{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
+	}
+	if req.ToolChoice == llm.ToolChoiceRequired && len(r.Tools) > 0 {
+		r.ToolChoice = "required"
 	}
 	b, err := llm.EncodeBody(r, func() {
 		// A tool whose schema is not JSON is offered without one, as the
