@@ -76,6 +76,7 @@ func startNode(t *testing.T, extra string) *node {
 		t.Fatal(err)
 	}
 	cfg.MCP = f.MCP
+	cfg.Engine.Questions = f.Agentd.Questions
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -224,13 +224,16 @@ func TestRunAttach(t *testing.T) {
 		}
 	})
 
+	// opencode run --attach exits 0 after a failed run, as it does
+	// against opencode serve: the blocking prompt answers 200 with the
+	// error in the message, as opencode's does, and with --attach opencode
+	// run exits once the prompt has answered, whether or not its event
+	// stream has printed the session.error yet (agentd run, and clients
+	// that send X-Agentd-Errors: status, get an error status instead).
 	t.Run("failing run", func(t *testing.T) {
 		r := n.opencode(t, "fail:400")
-		if r.code == 0 {
-			t.Errorf("a failed run exited 0")
-		}
-		if !strings.Contains(r.stderr, "scripted failure 400") {
-			t.Errorf("the provider's error is not shown: %q", r.stderr)
+		if r.code != 0 && !strings.Contains(r.stderr, "scripted failure 400") {
+			t.Errorf("exit %d without the provider's error: %q", r.code, r.stderr)
 		}
 		run := n.lastRun(t, n.sessions(t)[0].ID)
 		if run.State != core.RunFailed || run.Reason != core.ReasonProviderError {

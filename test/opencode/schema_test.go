@@ -11,13 +11,13 @@ import (
 )
 
 // eventTypesEmitted are the event types the scenario must make agentd
-// emit. opencode's message.removed and message.part.removed are not on the
-// list: agentd's transcript is append-only and nothing emits them.
+// emit.
 var eventTypesEmitted = []string{
 	"server.connected", "server.heartbeat", "session.created", "session.updated", "session.deleted",
 	"session.status", "session.idle", "session.error", "message.updated", "message.part.updated",
 	"message.part.delta", "permission.asked", "permission.replied", "run.updated", "session.compacted",
-	"todo.updated",
+	"todo.updated", "message.removed", "message.part.removed", "session.diff", "question.asked",
+	"question.replied", "question.rejected",
 }
 
 // TestSchema drives every opencode route agentd serves, and every kind of
@@ -26,6 +26,7 @@ var eventTypesEmitted = []string{
 // event by opencode's own OpenAPI document.
 func TestSchema(t *testing.T) {
 	n := startNode(t, `, "permission": {"bash": "ask"}, "command": {"greet": {"template": "reply:hello $ARGUMENTS", "description": "Greets"}},
+		"agentd": {"questions": true},
 		"mcp": {"missing": {"type": "local", "command": ["/nonexistent/mcp-server"], "timeout": 2000}, "off": {"type": "remote", "url": "http://127.0.0.1:1/", "enabled": false}}`)
 	n.follow(t, "/event")
 	n.follow(t, "/global/event")
@@ -67,8 +68,9 @@ func TestSchema(t *testing.T) {
 	if code := prompt("fail:503x1\nreply:after a retry", nil); code != 200 {
 		t.Fatalf("retried prompt: %d", code)
 	}
-	if code := prompt("fail:400", nil); code != http.StatusBadGateway {
-		t.Fatalf("failing prompt answered %d, want 502", code)
+	// As opencode answers it: 200, the error in the message.
+	if code := prompt("fail:400", nil); code != http.StatusOK {
+		t.Fatalf("failing prompt answered %d, want 200 with the error in the message", code)
 	}
 	file := map[string]any{"parts": []map[string]any{
 		{"type": "text", "text": "reply:got the file"},
@@ -120,6 +122,74 @@ func TestSchema(t *testing.T) {
 		})
 	}
 
+	// Snapshots, diff, undo and redo, fork, the user's shell.
+	if code := prompt(`tool:write:{"filePath":"made.txt","content":"one\n"}`+"\n"+`tool:write:{"filePath":"made.txt","content":"two\n"}`+"\nreply:written", nil); code != 200 {
+		t.Fatalf("write prompt: %d", code)
+	}
+	var turns []struct {
+		Info struct {
+			ID   string `json:"id"`
+			Role string `json:"role"`
+		} `json:"info"`
+		Parts []struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+		} `json:"parts"`
+	}
+	n.call(t, "GET", sp+"/message", nil, &turns)
+	write := turns[len(turns)-4] // the prompt, then its three steps
+	var writeStep string
+	for _, p := range turns[len(turns)-2].Parts {
+		if p.Type == "patch" {
+			writeStep = p.ID
+		}
+	}
+	n.call(t, "GET", sp+"/diff", nil, nil)
+	n.call(t, "GET", sp+"/diff?messageID="+write.Info.ID, nil, nil)
+	if code := n.call(t, "POST", sp+"/revert", map[string]string{"messageID": turns[len(turns)-2].Info.ID, "partID": writeStep}, nil); code != 200 {
+		t.Errorf("revert to a part: %d", code)
+	}
+	if code := n.call(t, "POST", sp+"/unrevert", nil, nil); code != 200 {
+		t.Errorf("unrevert: %d", code)
+	}
+	if code := n.call(t, "POST", sp+"/revert", map[string]string{"messageID": turns[len(turns)-2].Info.ID, "partID": writeStep}, nil); code != 200 {
+		t.Errorf("revert: %d", code)
+	}
+	prompt("reply:after the undo", nil) // retires what was reverted (message.part.removed, message.removed)
+	if code := n.call(t, "POST", sp+"/revert", map[string]string{"messageID": write.Info.ID}, nil); code != 200 {
+		t.Errorf("revert a turn: %d", code)
+	}
+	prompt("reply:after undoing a turn", nil)
+	n.call(t, "POST", sp+"/revert", map[string]string{"messageID": "msg_doesnotexist"}, nil)
+	n.call(t, "POST", sp+"/fork", map[string]string{}, nil)
+	n.call(t, "POST", sp+"/fork", map[string]string{"messageID": write.Info.ID}, nil)
+	n.call(t, "POST", "/session/ses_doesnotexist/fork", map[string]string{}, nil)
+	if code := n.call(t, "POST", sp+"/shell", map[string]string{"agent": "build", "command": "echo from the shell"}, nil); code != 200 {
+		t.Errorf("shell: %d", code)
+	}
+	if code := n.call(t, "POST", sp+"/init", map[string]string{}, nil); code != 200 {
+		t.Errorf("init: %d", code)
+	}
+
+	// Questions: one answered, one dismissed.
+	for _, reply := range []string{"reply", "reject"} {
+		n.call(t, "POST", sp+"/prompt_async", map[string]any{"parts": []map[string]any{{"type": "text", "text": `tool:question:{"questions":[{"question":"Which?","header":"Pick","options":[{"label":"A","description":"the first"}]}]}` + "\nreply:ok"}}}, nil)
+		var asked []struct {
+			ID string `json:"id"`
+		}
+		waitUntil(t, "a question", func() bool {
+			n.call(t, "GET", "/question", nil, &asked)
+			return len(asked) > 0
+		})
+		n.call(t, "POST", "/question/"+asked[0].ID+"/"+reply, map[string]any{"answers": [][]string{{"A"}}}, nil)
+		waitUntil(t, "idle", func() bool {
+			var st map[string]any
+			n.call(t, "GET", "/session/status", nil, &st)
+			return st[s.ID] == nil
+		})
+	}
+	n.call(t, "POST", "/question/que_doesnotexist/reply", map[string]any{"answers": [][]string{}}, nil)
+
 	// Reads.
 	var msgs []struct {
 		Info struct {
@@ -143,7 +213,9 @@ func TestSchema(t *testing.T) {
 		"/formatter", "/mcp", "/provider/auth", "/experimental/capabilities", "/experimental/console",
 		"/experimental/resource", "/experimental/workspace", "/experimental/workspace/status",
 		"/api/location", "/api/agent", "/api/model", "/api/provider", "/api/integration", "/api/reference",
-		"/api/command", "/api/skill",
+		"/api/command", "/api/skill", "/find?pattern=hello", "/find/file?query=hel", "/find/file?query=&dirs=true",
+		"/find/symbol?query=main", "/file?path=.", "/file/content?path=hello.txt", "/file/status",
+		"/api/fs/find?query=hel", "/api/fs/list?path=.", "/question",
 	} {
 		if code := n.call(t, "GET", p, nil, nil); code != 200 {
 			t.Errorf("GET %s: %d", p, code)
@@ -154,6 +226,9 @@ func TestSchema(t *testing.T) {
 	n.call(t, "GET", "/session/ses_doesnotexist/message", nil, nil)
 	n.call(t, "POST", sp+"/message", map[string]any{"parts": 5}, nil)
 	n.call(t, "GET", "/session?limit=abc", nil, nil)
+	if code := n.call(t, "POST", "/instance/dispose", nil, nil); code != 200 {
+		t.Errorf("instance/dispose: %d", code)
+	}
 
 	var deleted bool
 	n.call(t, "DELETE", "/session/"+child.ID, nil, &deleted)
