@@ -301,14 +301,15 @@ func (s *Subscription) Delivered(seq int64) {
 
 // WaitDelivered waits until every positioned stream has sent the log up to
 // seq, for at most max (a slow stream does not hold a caller longer), or
-// until ctx ends.
-func (h *Hub) WaitDelivered(ctx context.Context, seq int64, max time.Duration) {
+// until ctx ends. It reports whether any stream is open.
+func (h *Hub) WaitDelivered(ctx context.Context, seq int64, max time.Duration) (streams bool) {
 	t := time.NewTimer(max)
 	defer t.Stop()
 	for {
 		h.subMu.Lock()
 		behind := false
 		for s := range h.subs {
+			streams = true
 			if d := s.delivered.Load(); d >= 0 && d < seq {
 				behind = true
 				break
@@ -317,14 +318,14 @@ func (h *Hub) WaitDelivered(ctx context.Context, seq int64, max time.Duration) {
 		ch := h.sent
 		h.subMu.Unlock()
 		if !behind {
-			return
+			return streams
 		}
 		select {
 		case <-ch:
 		case <-t.C:
-			return
+			return streams
 		case <-ctx.Done():
-			return
+			return streams
 		}
 	}
 }

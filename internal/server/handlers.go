@@ -563,7 +563,18 @@ func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, adm engine.Ad
 		return s.storeErr(err, "run "+adm.RunID)
 	}
 	head, _ := s.hub.Head()
-	s.hub.WaitDelivered(r.Context(), head, deliveryGrace)
+	if s.hub.WaitDelivered(r.Context(), head, deliveryGrace) {
+		// A client that follows the stream and exits once its prompt is
+		// answered (opencode run --attach) reads the answer and the
+		// stream on two connections: the events were sent first, and get
+		// a moment to be read first.
+		t := time.NewTimer(streamSettle)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
+	}
 	failed := run.State == core.RunFailed && run.Error != nil
 	if failed && errorsAsStatus(r) {
 		writeRunError(w, run.Error)
@@ -606,7 +617,11 @@ func writeRunError(w http.ResponseWriter, e *core.Error) {
 
 // deliveryGrace bounds how long a blocking prompt waits for event streams
 // to send the run's last events; a slow stream does not hold it longer.
-const deliveryGrace = 250 * time.Millisecond
+// streamSettle is the moment they then get to be read.
+const (
+	deliveryGrace = 250 * time.Millisecond
+	streamSettle  = 30 * time.Millisecond
+)
 
 // lastAssistant returns the run's last assistant message with its parts.
 func (s *Server) lastAssistant(ctx context.Context, sessionID, runID string) (core.MessageWithParts, error) {

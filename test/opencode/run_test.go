@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -279,4 +280,54 @@ func TestRunAttach(t *testing.T) {
 	})
 
 	n.rec.check(t)
+}
+
+// TestRunFormatJSONNeverEmpty: `opencode run --format json` prints every
+// event of its run, in opencode's order (a tool call before its step's
+// end, the text once, no empty text for the run's end), run after run.
+func TestRunFormatJSONNeverEmpty(t *testing.T) {
+	n := startNode(t, "")
+	runs := 100
+	if testing.Short() {
+		runs = 10
+	}
+	empty := 0
+	for i := range runs {
+		r := n.opencode(t, "--format", "json", `tool:read:{"filePath":"hello.txt"}`+"\nreply:answer-"+strconv.Itoa(i))
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d", i, r.code)
+		}
+		var order []string
+		texts := 0
+		sc := bufio.NewScanner(strings.NewReader(r.stdout))
+		for sc.Scan() {
+			var line struct {
+				Type string `json:"type"`
+				Part struct {
+					Text string `json:"text"`
+				} `json:"part"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+				t.Fatalf("run %d: not a JSON line: %q", i, sc.Text())
+			}
+			order = append(order, line.Type)
+			if line.Type == "text" {
+				texts++
+				if line.Part.Text == "" {
+					t.Errorf("run %d: an empty text event (the run's end rendered as text)", i)
+				}
+			}
+		}
+		if len(order) == 0 {
+			empty++
+			continue
+		}
+		want := "step_start,tool_use,step_finish,step_start,text,step_finish"
+		if got := strings.Join(order, ","); got != want || texts != 1 {
+			t.Errorf("run %d: events %s, want %s", i, got, want)
+		}
+	}
+	if empty > 0 {
+		t.Errorf("%d of %d runs printed nothing", empty, runs)
+	}
 }
