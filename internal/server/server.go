@@ -150,6 +150,8 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"POST", "/session/{id}/revert", "Undo the session from a message (and part) on: its files restored, its messages hidden.", false, s.revert},
 		{"POST", "/session/{id}/unrevert", "Bring back what the session's revert undid.", false, s.unrevert},
 		{"POST", "/session/{id}/fork", "A new session with a copy of this one's messages before messageID.", false, s.fork},
+		{"POST", "/session/{id}/share", "Share a session: refused, sharing is not available on this server.", false, s.share},
+		{"DELETE", "/session/{id}/share", "Unshare a session: refused, sharing is not available on this server.", false, s.share},
 		{"POST", "/session/{id}/shell", "Run the user's own shell command in the session (no model); answers with the bash call and its output.", false, s.shell},
 		{"GET", "/config", "The configuration in opencode's shape, without secrets.", false, s.getConfig},
 		{"GET", "/config/providers", "Configured providers with their models, and the default model of each.", false, s.configProviders},

@@ -276,22 +276,24 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	sort.Strings(ops)
 	want := []string{
-		"DELETE /session/{id}", "GET /agent", "GET /api/agent", "GET /api/command", "GET /api/fs/find", "GET /api/fs/list",
-		"GET /api/integration", "GET /api/location", "GET /api/model", "GET /api/provider", "GET /api/reference", "GET /api/skill",
-		"GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event", "GET /experimental/capabilities",
-		"GET /experimental/console", "GET /experimental/resource", "GET /experimental/workspace", "GET /experimental/workspace/status",
-		"GET /file", "GET /file/content", "GET /file/status", "GET /find", "GET /find/file", "GET /find/symbol", "GET /formatter",
-		"GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /metrics", "GET /node", "GET /path", "GET /permission",
-		"GET /project/current", "GET /project/{projectID}/directories", "GET /provider", "GET /provider/auth", "GET /question",
-		"GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}", "GET /session/{id}/children",
-		"GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message", "GET /session/{id}/message/{messageID}",
-		"GET /session/{id}/run", "GET /session/{id}/run/{runID}", "GET /session/{id}/status", "GET /session/{id}/todo", "GET /vcs",
-		"PATCH /session/{id}", "POST /instance/dispose", "POST /permission/{requestID}/reply", "POST /question/{requestID}/reject",
-		"POST /question/{requestID}/reply", "POST /session", "POST /session/{id}/abort", "POST /session/{id}/command",
-		"POST /session/{id}/fork", "POST /session/{id}/init", "POST /session/{id}/message",
+		"DELETE /session/{id}", "DELETE /session/{id}/share", "GET /agent", "GET /api/agent", "GET /api/command", "GET /api/fs/find",
+		"GET /api/fs/list", "GET /api/integration", "GET /api/location", "GET /api/model", "GET /api/provider", "GET /api/reference",
+		"GET /api/skill", "GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event",
+		"GET /experimental/capabilities", "GET /experimental/console", "GET /experimental/resource", "GET /experimental/workspace",
+		"GET /experimental/workspace/status", "GET /file", "GET /file/content", "GET /file/status", "GET /find", "GET /find/file",
+		"GET /find/symbol", "GET /formatter", "GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /metrics",
+		"GET /node", "GET /path", "GET /permission", "GET /project/current", "GET /project/{projectID}/directories", "GET /provider",
+		"GET /provider/auth", "GET /question", "GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}",
+		"GET /session/{id}/children", "GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message",
+		"GET /session/{id}/message/{messageID}", "GET /session/{id}/run", "GET /session/{id}/run/{runID}", "GET /session/{id}/status",
+		"GET /session/{id}/todo", "GET /vcs", "PATCH /session/{id}", "POST /instance/dispose", "POST /permission/{requestID}/reply",
+		"POST /question/{requestID}/reject", "POST /question/{requestID}/reply", "POST /session", "POST /session/{id}/abort",
+		"POST /session/{id}/command", "POST /session/{id}/fork", "POST /session/{id}/init", "POST /session/{id}/message",
 		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/revert",
-		"POST /session/{id}/shell", "POST /session/{id}/summarize", "POST /session/{id}/unrevert", "POST /session/{id}/wait",
+		"POST /session/{id}/share", "POST /session/{id}/shell", "POST /session/{id}/summarize", "POST /session/{id}/unrevert",
+		"POST /session/{id}/wait",
 	}
+
 
 	if diff := cmp.Diff(want, ops); diff != "" {
 		t.Errorf("documented operations (-want +got):\n%s", diff)

@@ -121,3 +121,14 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	return s.answerRun(w, r, adm)
 }
+
+// share answers POST and DELETE /session/{id}/share: agentd does not
+// publish sessions (GET /config says "share": "disabled", which opencode's
+// TUI reads to hide sharing).
+func (s *Server) share(w http.ResponseWriter, r *http.Request) *apiError {
+	id := r.PathValue("id")
+	if _, err := s.st.Session(r.Context(), id); err != nil {
+		return s.storeErr(err, "session "+id)
+	}
+	return badRequest("sharing is not available on this server: agentd keeps sessions on the machine that runs it")
+}

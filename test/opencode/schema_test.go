@@ -189,6 +189,10 @@ func TestSchema(t *testing.T) {
 		})
 	}
 	n.call(t, "POST", "/question/que_doesnotexist/reply", map[string]any{"answers": [][]string{}}, nil)
+	if code := n.call(t, "POST", sp+"/share", nil, nil); code != 400 {
+		t.Errorf("share: %d, want 400 (not available)", code)
+	}
+	n.call(t, "DELETE", sp+"/share", nil, nil)
 
 	// Reads.
 	var msgs []struct {
