@@ -183,6 +183,36 @@ func TestRunAttach(t *testing.T) {
 		}
 	})
 
+	t.Run("fork", func(t *testing.T) {
+		orig := n.sessions(t)[0]
+		before := n.transcript(t, orig.ID)
+		r := n.opencode(t, "-s", orig.ID, "--fork", "reply:in-the-fork")
+		if r.code != 0 || !strings.Contains(r.stdout, "in-the-fork") {
+			t.Fatalf("--fork: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		fork := n.sessions(t)[0]
+		if fork.ID == orig.ID {
+			t.Fatal("--fork answered in the original session")
+		}
+		if got := n.transcript(t, fork.ID); len(got) != len(before)+2 {
+			t.Errorf("the fork holds %d messages, want the original's %d and the new turn", len(got), len(before))
+		}
+		if after := n.transcript(t, orig.ID); len(after) != len(before) {
+			t.Errorf("the original changed: %d messages, had %d", len(after), len(before))
+		}
+	})
+
+	t.Run("command init", func(t *testing.T) {
+		r := n.opencode(t, "--command", "init")
+		if r.code != 0 {
+			t.Fatalf("--command init: exit %d, stderr %q", r.code, r.stderr)
+		}
+		msgs := n.transcript(t, n.sessions(t)[0].ID)
+		if got := texts(msgs, core.RoleUser); len(got) == 0 || !strings.Contains(got[len(got)-1], "AGENTS.md") {
+			t.Errorf("the init prompt was not sent: %q", got)
+		}
+	})
+
 	t.Run("format json", func(t *testing.T) {
 		r := n.opencode(t, "--format", "json", `tool:read:{"filePath":"hello.txt"}`+"\n"+"reply:json-answer")
 		if r.code != 0 {

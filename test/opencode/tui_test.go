@@ -157,3 +157,109 @@ func TestTUI(t *testing.T) {
 	v := n.rec.check(t)
 	t.Logf("the TUI made %d kinds of requests: %v", len(v.operations), sortedKeys(v.operations))
 }
+
+// clearInput empties the TUI's prompt.
+func (u *tui) clearInput() {
+	u.t.Helper()
+	u.keys("Escape")
+	time.Sleep(150 * time.Millisecond)
+	u.keys("C-u")
+	time.Sleep(150 * time.Millisecond)
+}
+
+// command types a slash command, picks it from the completion and runs
+// it.
+func (u *tui) command(name string) {
+	u.t.Helper()
+	u.clearInput()
+	u.typeText(name)
+	time.Sleep(700 * time.Millisecond)
+	u.keys("Enter")
+	time.Sleep(300 * time.Millisecond)
+	if strings.Contains(u.screen(), "┃  "+name) {
+		// The completion filled the input: run it.
+		u.keys("Enter")
+	}
+}
+
+// TestTUIEverydayFeatures drives what users do after chatting, in
+// opencode's own TUI: a bash permission dialog that shows its command and
+// then the output; /undo restoring the file and /redo bringing it back;
+// the user's own !command; @ completion of a file; /fork; /init.
+func TestTUIEverydayFeatures(t *testing.T) {
+	n := startNode(t, "")
+	file := filepath.Join(n.dir, "hello.txt")
+	u := startTUI(t, n)
+	u.waitFor("its prompt", "Ask anything")
+
+	// bash asks (by default): the dialog shows the command; the output
+	// shows once allowed.
+	u.typeText(`tool:bash:{"command":"echo changed > hello.txt; echo OUT-$((6*7))"}`)
+	u.keys("Enter")
+	u.waitFor("the permission dialog with its command", "Permission required", "$ echo changed > hello.txt; echo OUT-$((6*7))")
+	u.keys("Enter")
+	u.waitFor("the command's output", "OUT-42")
+	if b, _ := os.ReadFile(file); string(b) != "changed\n" {
+		t.Fatalf("hello.txt = %q", b)
+	}
+
+	// /undo restores the file and puts the prompt back; /redo undoes it.
+	u.command("/undo")
+	u.waitFor("the revert", "message reverted")
+	waitFile(t, file, "hello from the workspace\n")
+	u.command("/redo")
+	waitFile(t, file, "changed\n")
+
+	// The user's own command.
+	u.clearInput()
+	u.typeText("!")
+	time.Sleep(300 * time.Millisecond)
+	u.typeText("echo SHELL-$((40+2))")
+	u.keys("Enter")
+	u.waitFor("the shell command's output", "SHELL-42")
+
+	// @ completion offers the workspace's file.
+	u.clearInput()
+	u.typeText("look at @hel")
+	u.waitFor("the file completion", "hello.txt")
+	u.clearInput()
+
+	// /init sends the model its instructions.
+	u.command("/init")
+	u.waitFor("the init prompt", "AGENTS.md")
+
+	// /fork: a new session with this one's messages.
+	sessions := len(n.sessions(t))
+	u.command("/fork")
+	u.waitFor("the fork dialog", "Fork session")
+	u.keys("Enter")
+	u.waitFor("the forked session", "(fork)")
+	if got := len(n.sessions(t)); got != sessions+1 {
+		t.Errorf("%d sessions after /fork, want %d", got, sessions+1)
+	}
+
+	n.rec.mu.Lock()
+	for _, ex := range n.rec.exchanges {
+		if ex.status == 404 || ex.status >= 500 {
+			t.Errorf("the TUI's %s %s was answered %d: %s", ex.method, ex.path, ex.status, ex.body)
+		}
+	}
+	n.rec.mu.Unlock()
+	n.rec.check(t)
+}
+
+// waitFile waits until a file holds want.
+func waitFile(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if string(b) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %q, want %q", path, b, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
