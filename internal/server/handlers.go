@@ -58,6 +58,9 @@ func (s *Server) directory(r *http.Request) (string, *apiError) {
 	d := r.URL.Query().Get("directory")
 	if d == "" {
 		d = r.Header.Get("x-opencode-directory")
+	}
+	if !filepath.IsAbs(d) {
+		// opencode's SDK percent-encodes the directory it sends.
 		if u, err := url.PathUnescape(d); err == nil {
 			d = u
 		}

@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -214,4 +214,79 @@ test("MCP: mcp.status reports each configured server", async () => {
   const st = (await client.mcp.status()).data;
   assert.equal(st.missing.status, "failed");
   assert.equal(typeof st.missing.error, "string");
+});
+
+// The usual SDK v2 set-up: a client bound to a project directory. A full
+// flow through it: a session in that directory, a bash call the client
+// approves (its running part, with the command, comes before the ask), a
+// structured answer, file search and reads, diff, undo and redo, fork,
+// the user's own shell command, and questions.
+test("SDK v2 with a directory: approval, structured output, files, undo, fork, shell", async () => {
+  const project = realpathSync(mkdtempSync(join(tmpdir(), "agentd-compat-project ")));
+  writeFileSync(join(project, "hello.txt"), "hello\n");
+  const c = createV2({ baseUrl, directory: project });
+  const s = (await c.session.create({ title: "in a project" })).data;
+  checkSession(s);
+  assert.equal(s.directory, project);
+
+  // A bash call: the client sees the call running with its command, then
+  // the ask, and answers it.
+  const events = await c.event.subscribe();
+  const seen = [];
+  let askID;
+  const done = (async () => {
+    for await (const ev of events.stream) {
+      if (ev.properties?.sessionID !== s.id && ev.properties?.part?.sessionID !== s.id) continue;
+      seen.push(ev);
+      if (ev.type === "permission.asked") {
+        askID = ev.properties.id;
+        await c.permission.reply({ requestID: ev.properties.id, reply: "once" });
+      }
+      if (ev.type === "session.idle") break;
+    }
+  })();
+  const cmd = JSON.stringify({ command: "echo changed > hello.txt; echo approved" });
+  assert.equal((await c.session.promptAsync({ sessionID: s.id, parts: [{ type: "text", text: `tool:bash:${cmd}\nreply:done` }] })).error, undefined);
+  await done;
+  assert.ok(askID, "the bash call asked");
+  const asked = seen.findIndex((e) => e.type === "permission.asked");
+  const running = seen.findIndex((e) => e.type === "message.part.updated" && e.properties.part.type === "tool" &&
+    e.properties.part.state.status === "running" && e.properties.part.state.input.command);
+  assert.ok(running >= 0 && running < asked, "the call is shown running, with its command, before the ask");
+  const completed = seen.find((e) => e.type === "message.part.updated" && e.properties.part.type === "tool" && e.properties.part.state.status === "completed");
+  assert.match(completed.properties.part.state.metadata.output, /approved/);
+  assert.equal(readFileSync(join(project, "hello.txt"), "utf8"), "changed\n");
+
+  // Structured output.
+  const schema = { type: "object", properties: { answer: { type: "string" } }, required: ["answer"] };
+  const structured = await c.session.prompt({ sessionID: s.id, format: { type: "json_schema", schema },
+    parts: [{ type: "text", text: 'tool:StructuredOutput:{"answer":"yes"}' }] });
+  assert.equal(structured.error, undefined);
+  assert.deepEqual(structured.data.info.structured, { answer: "yes" });
+
+  // Files.
+  assert.ok((await c.find.files({ query: "hel" })).data.includes("hello.txt"));
+  assert.equal((await c.file.read({ path: "hello.txt" })).data.content, "changed");
+  assert.ok((await c.find.text({ pattern: "changed" })).data.some((m) => m.path.text === "hello.txt"));
+
+  // Diff, undo, redo.
+  const diff = (await c.session.diff({ sessionID: s.id })).data;
+  assert.ok(diff.some((d) => d.file === "hello.txt" && d.additions === 1));
+  const msgs = (await c.session.messages({ sessionID: s.id })).data;
+  const first = msgs.find((m) => m.info.role === "user");
+  const reverted = (await c.session.revert({ sessionID: s.id, messageID: first.info.id })).data;
+  assert.equal(reverted.revert.messageID, first.info.id);
+  assert.equal(readFileSync(join(project, "hello.txt"), "utf8"), "hello\n");
+  assert.equal((await c.session.unrevert({ sessionID: s.id })).data.revert, undefined);
+  assert.equal(readFileSync(join(project, "hello.txt"), "utf8"), "changed\n");
+
+  // Fork, shell, questions.
+  const fork = (await c.session.fork({ sessionID: s.id })).data;
+  checkSession(fork);
+  assert.notEqual(fork.id, s.id);
+  assert.equal((await c.session.messages({ sessionID: fork.id })).data.length, msgs.length);
+  const shell = await c.session.shell({ sessionID: s.id, agent: "build", command: "echo from-the-shell" });
+  assert.equal(shell.error, undefined);
+  assert.ok(shell.data.parts.some((p) => p.type === "tool" && /from-the-shell/.test(p.state.output)));
+  assert.deepEqual((await c.question.list()).data, []);
 });
