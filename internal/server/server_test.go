@@ -294,7 +294,6 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"POST /session/{id}/wait",
 	}
 
-
 	if diff := cmp.Diff(want, ops); diff != "" {
 		t.Errorf("documented operations (-want +got):\n%s", diff)
 	}
