@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -62,7 +63,10 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("agentd: %d %s: %s", e.StatusCode, e.Name, e.Message)
+	if e.Message == "" {
+		return fmt.Sprintf("%d %s", e.StatusCode, e.Name)
+	}
+	return fmt.Sprintf("%s (%d %s)", e.Message, e.StatusCode, e.Name)
 }
 
 // HTTPClient is the client requests are made with.
@@ -216,7 +220,7 @@ func (c *Client) Health(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if !h.Healthy {
-		return h.Version, fmt.Errorf("agentd: server reports unhealthy")
+		return h.Version, errors.New("the server reports itself unhealthy")
 	}
 	return h.Version, nil
 }
@@ -298,10 +302,24 @@ type Prompt struct {
 	// Schema, when set, asks for structured output: the answer as JSON
 	// matching this JSON Schema, in the message's Structured field.
 	Schema json.RawMessage
+	// Files are attached after the text.
+	Files []FilePart
+}
+
+// FilePart is a file attached to a prompt: its URL is a data: URL (the
+// content travels with the prompt) or a file:// one.
+type FilePart struct {
+	Mime     string `json:"mime"`
+	Filename string `json:"filename,omitempty"`
+	URL      string `json:"url"`
 }
 
 func (p Prompt) body() map[string]any {
-	b := map[string]any{"parts": []map[string]any{{"type": "text", "text": p.Text}}}
+	parts := []map[string]any{{"type": "text", "text": p.Text}}
+	for _, f := range p.Files {
+		parts = append(parts, map[string]any{"type": "file", "mime": f.Mime, "filename": f.Filename, "url": f.URL})
+	}
+	b := map[string]any{"parts": parts}
 	if p.MessageID != "" {
 		b["messageID"] = p.MessageID
 	}
@@ -407,11 +425,13 @@ func (c *Client) RunOf(ctx context.Context, sessionID, messageID string) (string
 	if st.Last != nil {
 		return st.Last.RunID, nil
 	}
-	return "", fmt.Errorf("agentd: no run answers message %s", messageID)
+	return "", fmt.Errorf("no run answers message %s", messageID)
 }
 
 // Event is one event received from a stream. Seq is 0 for live-only
-// events.
+// events, except server.connected, the first of every stream, whose Seq is
+// the log's head when the stream opened (X-Agentd-Seq): durable events at
+// or below it happened before.
 type Event struct {
 	Seq        int64
 	ID         string          `json:"id"`
@@ -446,7 +466,13 @@ func (c *Client) Events(ctx context.Context, sessionID string, after int64, hasA
 		_ = json.Unmarshal(b, &ce)
 		return &Error{StatusCode: resp.StatusCode, Name: ce.Name, Message: ce.Data.Message, Body: b}
 	}
-	return ReadSSE(resp.Body, fn)
+	head, _ := strconv.ParseInt(resp.Header.Get("X-Agentd-Seq"), 10, 64)
+	return ReadSSE(resp.Body, func(ev Event) error {
+		if ev.Type == core.EventServerConnected {
+			ev.Seq = head
+		}
+		return fn(ev)
+	})
 }
 
 // ReadSSE parses a text/event-stream body of agentd events.
@@ -501,4 +527,15 @@ func (c *Client) Permissions(ctx context.Context) ([]PermissionRequest, error) {
 // optional message for the model).
 func (c *Client) ReplyPermission(ctx context.Context, id, reply, message string) error {
 	return c.do(ctx, "POST", "/permission/"+url.PathEscape(id)+"/reply", map[string]string{"reply": reply, "message": message}, nil)
+}
+
+// ReplyQuestion answers a question the model asked: per question, the
+// labels chosen or the user's own words.
+func (c *Client) ReplyQuestion(ctx context.Context, id string, answers [][]string) error {
+	return c.do(ctx, "POST", "/question/"+url.PathEscape(id)+"/reply", map[string]any{"answers": answers}, nil)
+}
+
+// RejectQuestion dismisses a question the model asked.
+func (c *Client) RejectQuestion(ctx context.Context, id string) error {
+	return c.do(ctx, "POST", "/question/"+url.PathEscape(id)+"/reject", nil, nil)
 }

@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"flag"
 	"fmt"
 	"math/big"
 	"net"
@@ -32,8 +31,22 @@ import (
 // cmdBench drives a server with fakellm as its model and prints what it
 // measured. Without --url it starts agentd itself on a fresh database, or
 // --nodes nodes on the PostgreSQL database given by --database.
+var benchHelp = help{
+	usage: "bench [flags]",
+	about: `Measures a server with fakellm as its model and prints throughput, latency percentiles
+and memory per scenario. Without --url it starts agentd itself on a fresh database (or
+--nodes nodes on the PostgreSQL database --database names).`,
+	examples: []string{
+		"agentd bench                                        # every scenario on a fresh agentd",
+		"agentd bench --scenarios turn,concurrency --json out.json",
+		"agentd bench --scenarios soak --soak 60s --strict   # CI's soak",
+		"agentd bench --database postgres://… --nodes 3 --scenarios soak",
+	},
+	exits: []string{"1  with --strict: a scenario saw errors, an unannounced SSE gap or a duplicate"},
+}
+
 func cmdBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := newFlags("bench")
 	url := fs.String("url", "", "server to measure, or comma-separated nodes of one cluster (default: start agentd with fakellm)")
 	database := fs.String("database", "", "without --url: start the nodes on this database (postgres://…; default a fresh SQLite file)")
 	nodes := fs.Int("nodes", 1, "without --url: how many nodes to start (more than one needs --database postgres://…)")
@@ -58,8 +71,8 @@ func cmdBench(ctx context.Context, args []string) error {
 	tolerance := fs.Float64("tolerance", 0.5, "with --baseline: how much worse a figure may get before it is printed (0.5: 50%)")
 	providerTLS := fs.Bool("provider-tls", false, "without --url: serve fakellm over HTTPS with HTTP/2, as hosted providers are (agentd trusts its certificate through SSL_CERT_FILE)")
 	strict := fs.Bool("strict", false, "exit 1 when a scenario saw errors, an unannounced SSE gap or a duplicate (for CI)")
-	if err := fs.Parse(args); err != nil {
-		return exitError{2}
+	if _, err := parse(fs, benchHelp, args); err != nil {
+		return err
 	}
 	ref, err := config.ParseModel(*model)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,14 +13,25 @@ import (
 	"github.com/agentd/agentd/internal/fakellm"
 )
 
+var fakellmHelp = help{
+	usage: "fakellm [flags]",
+	about: `Serves the scripted fake model provider over the real protocols (OpenAI Chat
+Completions at /v1/chat/completions, Anthropic Messages at /v1/messages): its answers
+obey the same directives as agentd/scripted (reply:TEXT, fail:429, tool:NAME:{json}).`,
+	examples: []string{
+		"agentd fakellm --port 9999",
+		`OPENAI_API_KEY=x OPENAI_BASE_URL=http://127.0.0.1:9999/v1 agentd run --model openai/fake "reply:hi"`,
+	},
+}
+
 // cmdFakeLLM serves the scripted fake provider until interrupted.
 func cmdFakeLLM(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("fakellm", flag.ContinueOnError)
+	fs := newFlags("fakellm")
 	host := fs.String("hostname", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 0, "port (0 picks a free one)")
 	second := fs.Duration("second", time.Second, "length of one sleep: second")
-	if err := fs.Parse(args); err != nil {
-		return exitError{2}
+	if _, err := parse(fs, fakellmHelp, args); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {

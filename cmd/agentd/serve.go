@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/app"
-	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/tracing"
 )
@@ -35,8 +34,34 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, err
 }
 
+var serveHelp = help{
+	usage: "serve [flags]",
+	about: `Runs the server: opencode's session API and agentd's own, the dashboard (/ui), the
+API document (/doc) and Prometheus metrics (/metrics). It reads agentd.json from the
+user's configuration directory, then the working directory, then --config; an
+OPENAI_API_KEY or ANTHROPIC_API_KEY enables that provider. With no provider the model
+is agentd/scripted, an offline model driven by directives such as reply:TEXT.`,
+	maxArgs: 0,
+	examples: []string{
+		"agentd serve                               # 127.0.0.1:4096, ~/.local/share/agentd/agentd.db",
+		"agentd serve --port 0 --db /tmp/x.db       # a free port, a scratch database",
+		"agentd serve --print-config                # the merged configuration, then exit",
+		"AGENTD_SERVER_PASSWORD=s agentd serve --hostname 0.0.0.0   # reachable from other machines",
+		"agentd serve --db postgres://u:p@db/agentd --node a        # one node of several",
+	},
+	env: []string{
+		"OPENAI_API_KEY, ANTHROPIC_API_KEY   enable openai/<model>, anthropic/<model>",
+		"AGENTD_DATABASE_URL      the database when --db is not given (postgres://… for several nodes)",
+		"AGENTD_SERVER_PASSWORD   require HTTP basic auth (needed to listen beyond loopback)",
+		"AGENTD_SERVER_USERNAME   the basic auth user (default opencode)",
+		"XDG_CONFIG_HOME, XDG_DATA_HOME   where the global agentd.json and the database live",
+		"OTEL_EXPORTER_OTLP_ENDPOINT      export traces (see README)",
+	},
+	exits: []string{"0  stopped by SIGINT or SIGTERM after a clean shutdown"},
+}
+
 func cmdServe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlags("serve")
 	host := fs.String("hostname", "127.0.0.1", "address to listen on")
 	port := fs.Int("port", 4096, "port to listen on (0 picks a free one)")
 	db := fs.String("db", defaultDBPath(), "SQLite database file, or postgres://… shared by several nodes (default $AGENTD_DATABASE_URL when set)")
@@ -53,8 +78,10 @@ func cmdServe(ctx context.Context, args []string) error {
 	tlsKey := fs.String("tls-key", "", "private key file of --tls-cert")
 	maxConns := fs.Int("max-conns", 0, "connections served at once; more are answered 503 (0: what the open-file limit allows, less a reserve)")
 	pprofOn := fs.Bool("pprof", false, "serve Go's profiles under /debug/pprof/")
-	if err := fs.Parse(args); err != nil {
-		return exitError{2}
+	accessLog := fs.Bool("access-log", true, "log every request at info (method, path, status, duration, bytes, client)")
+	printConfig := fs.Bool("print-config", false, "print the merged configuration (secrets hidden) and exit")
+	if _, err := parse(fs, serveHelp, args); err != nil {
+		return err
 	}
 	log, err := newLogger(os.Stderr, *logFormat, *level)
 	if err != nil {
@@ -76,45 +103,33 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	file, used, err := config.Load(config.Paths(wd, *configPath), *configPath)
-	if err != nil {
-		return err
-	}
 	if u := os.Getenv("AGENTD_DATABASE_URL"); u != "" && !flagSet(fs, "db") {
 		*db = u
 	}
 	if *leaseRenew >= *leaseTTL {
 		return fmt.Errorf("--lease-renew %s must be shorter than --lease-ttl %s", *leaseRenew, *leaseTTL)
 	}
-	cfg := app.Config{
-		DBPath: *db, Node: *node, Host: *host, Port: *port, Version: version, Directory: wd,
-		Security: sec, Logger: log, TLSCert: *tlsCert, TLSKey: *tlsKey, MaxConns: *maxConns, Pprof: *pprofOn,
-	}
-	if d, err := os.UserConfigDir(); err == nil {
-		cfg.Engine.GlobalDir = filepath.Join(d, "agentd")
-	}
-	if err := cfg.Apply(file, wd); err != nil {
-		return err
-	}
-	cfg.Engine.Resume = *resume
-	cfg.Engine.LeaseTTL, cfg.Engine.LeaseRenew = *leaseTTL, *leaseRenew
-	if file.Agentd.Resume != nil && !flagSet(fs, "resume") {
-		cfg.Engine.Resume = *file.Agentd.Resume
-	}
-	cfg.Engine.MaxSteps = file.Agentd.MaxSteps
 	if *maxSteps < 0 || *maxConns < 0 {
 		return fmt.Errorf("--max-steps and --max-conns take a positive number (0: the default)")
 	}
+	setup := app.Setup{Workspace: wd, ConfigFile: *configPath, GlobalDir: app.DefaultGlobalDir()}
+	if *printConfig {
+		return printMergedConfig(setup)
+	}
+	cfg, loaded, err := app.Configure(setup, app.Config{
+		DBPath: *db, Node: *node, Host: *host, Port: *port, Version: version,
+		Security: sec, Logger: log, TLSCert: *tlsCert, TLSKey: *tlsKey, MaxConns: *maxConns, Pprof: *pprofOn,
+		AccessLog: *accessLog,
+	})
+	if err != nil {
+		return err
+	}
+	if flagSet(fs, "resume") {
+		cfg.Engine.Resume = *resume
+	}
+	cfg.Engine.LeaseTTL, cfg.Engine.LeaseRenew = *leaseTTL, *leaseRenew
 	if *maxSteps > 0 {
 		cfg.Engine.MaxSteps = *maxSteps
-	}
-	if r := file.Agentd.Retry; r != nil {
-		cfg.Engine.Retry.MaxAttempts = r.MaxAttempts
-		if r.MaxElapsed != "" {
-			if cfg.Engine.Retry.MaxElapsed, err = time.ParseDuration(r.MaxElapsed); err != nil {
-				return fmt.Errorf("agentd.retry.maxElapsed: %w", err)
-			}
-		}
 	}
 	tp, err := tracing.FromEnv(ctx, version)
 	if err != nil {
@@ -137,9 +152,14 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("agentd listening", "url", a.URL(), "db", redactDB(*db), "version", version, "startup", time.Since(start).Round(time.Millisecond))
-	if len(used) > 0 {
-		log.Info("configuration", "files", strings.Join(used, ", "))
+	u := a.URL()
+	log.Info("agentd listening", "url", u, "dashboard", u+"/ui", "doc", u+"/doc", "metrics", u+"/metrics",
+		"db", redactDB(cfg.DBPath), "version", version, "startup", time.Since(start).Round(time.Millisecond))
+	if len(loaded.Used) > 0 {
+		log.Info("configuration", "files", strings.Join(loaded.Used, ", "))
+	}
+	for _, w := range loaded.Warnings {
+		log.Warn("configuration: ignored", "file", w.File, "line", w.Line, "key", w.Key, "why", w.Msg)
 	}
 	def := cfg.Engine.DefaultModel
 	if def.ProviderID == "agentd" {

@@ -93,6 +93,8 @@ type Config struct {
 	BodyTimeout time.Duration
 	// Pprof serves Go's profiles under /debug/pprof/.
 	Pprof bool
+	// AccessLog logs every request at info.
+	AccessLog bool
 	// Tracer records spans of requests, runs, steps, model and tool calls
 	// (nil: tracing is off).
 	Tracer trace.Tracer
@@ -236,7 +238,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
-		Pprof: cfg.Pprof, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
+		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
 		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost,
 	})

@@ -16,7 +16,7 @@ import (
 
 // Apply sets what a configuration file decides: the models and the
 // default one, the permission rules, the agents, the instructions, the
-// small model and what clients are told of them. dir resolves the file's
+// small model, the engine's budgets and what clients are told of them. dir resolves the file's
 // relative references ({file:…} prompts).
 func (c *Config) Apply(f config.File, dir string) error {
 	models, def, err := f.Build()
@@ -78,6 +78,18 @@ func (c *Config) Apply(f config.File, dir string) error {
 		}
 	}
 	c.MCP = f.MCP
+	if f.Agentd.Resume != nil {
+		c.Engine.Resume = *f.Agentd.Resume
+	}
+	c.Engine.MaxSteps = f.Agentd.MaxSteps
+	if r := f.Agentd.Retry; r != nil {
+		c.Engine.Retry.MaxAttempts = r.MaxAttempts
+		if r.MaxElapsed != "" {
+			if c.Engine.Retry.MaxElapsed, err = time.ParseDuration(r.MaxElapsed); err != nil {
+				return fmt.Errorf("agentd.retry.maxElapsed: %w", err)
+			}
+		}
+	}
 	c.Engine.Snapshots = snapshot.New(snapshot.Options{Disabled: f.Snapshot != nil && !*f.Snapshot})
 	c.Engine.ToolEnv = tool.NewEnv(f.EnvRefs, f.Agentd.ToolEnv)
 	c.Engine.Questions = f.Agentd.Questions

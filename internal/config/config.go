@@ -8,9 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -45,6 +45,9 @@ type File struct {
 	// Command defines custom commands by name (opencode's key); they
 	// override command files of the same name.
 	Command map[string]CommandConfig `json:"command"`
+	// Tools turns tools on or off for every agent (opencode's key); an
+	// agent's own "tools" wins.
+	Tools map[string]bool `json:"tools"`
 	// Snapshot, when false, keeps no snapshots of the workspace (no diff,
 	// no revert), as in opencode.
 	Snapshot *bool `json:"snapshot"`
@@ -156,6 +159,13 @@ func (f File) Agents(promptDir string) ([]agent.Agent, error) {
 			list[i] = a
 		} else {
 			list = append(list, a)
+		}
+	}
+	if len(f.Tools) > 0 {
+		for i := range list {
+			tools := maps.Clone(f.Tools)
+			maps.Copy(tools, list[i].Tools)
+			list[i].Tools = tools
 		}
 	}
 	return list, nil
@@ -283,29 +293,6 @@ func (m Model) llm(id string) llm.Model {
 	return out
 }
 
-var envRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// Parse reads one configuration document, substituting {env:VAR}. The
-// variables read so are noted in EnvRefs: they hold what the
-// configuration needs (keys, tokens), which tools must not see.
-func Parse(data []byte) (File, error) {
-	var refs []string
-	text := envRef.ReplaceAllStringFunc(string(data), func(m string) string {
-		name := envRef.FindStringSubmatch(m)[1]
-		refs = append(refs, name)
-		v := os.Getenv(name)
-		b, _ := json.Marshal(v)
-		return string(b[1 : len(b)-1])
-	})
-	var f File
-	dec := json.NewDecoder(strings.NewReader(text))
-	if err := dec.Decode(&f); err != nil {
-		return f, err
-	}
-	f.EnvRefs = refs
-	return f, nil
-}
-
 // Paths lists the configuration files agentd reads, lowest precedence
 // first: the global one, the workspace's, and an explicit one.
 func Paths(workspace, explicit string) []string {
@@ -322,35 +309,69 @@ func Paths(workspace, explicit string) []string {
 	return out
 }
 
-// Load reads and merges the files that exist; a missing explicit file is
-// an error, missing others are skipped.
-func Load(paths []string, explicit string) (File, []string, error) {
-	var merged File
-	var used []string
+// Loaded is a merged configuration and where it came from.
+type Loaded struct {
+	File File
+	// Used lists the files read, lowest precedence first.
+	Used []string
+	// Warnings name the opencode keys the files set that agentd does not
+	// use.
+	Warnings []Problem
+}
+
+// Load reads and merges the files that exist, each one once however it is
+// named; a missing explicit file is an error, missing others are skipped.
+// Every problem of every file is reported together (*Error).
+func Load(paths []string, explicit string) (Loaded, error) {
+	var out Loaded
+	var problems []Problem
+	var seen []os.FileInfo
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if errors.Is(err, fs.ErrNotExist) && p != explicit {
 			continue
 		}
 		if err != nil {
-			return merged, used, fmt.Errorf("read config %s: %w", p, err)
+			return out, fmt.Errorf("read config %s: %w", p, err)
 		}
-		f, err := Parse(data)
-		if err == nil {
-			err = f.Validate()
+		if st, err := os.Stat(p); err == nil {
+			if slices.ContainsFunc(seen, func(o os.FileInfo) bool { return os.SameFile(o, st) }) {
+				continue
+			}
+			seen = append(seen, st)
+		}
+		f, warnings, err := ParseFile(p, data, os.LookupEnv)
+		out.Warnings = append(out.Warnings, warnings...)
+		var ce *Error
+		if errors.As(err, &ce) {
+			problems = append(problems, ce.Problems...)
+			continue
 		}
 		if err != nil {
-			return merged, used, fmt.Errorf("config %s: %w", p, err)
+			return out, fmt.Errorf("config %s: %w", p, err)
 		}
-		merged = merge(merged, f)
-		used = append(used, p)
+		if err := f.Validate(); err != nil {
+			problems = append(problems, Problem{File: p, Msg: err.Error()})
+			continue
+		}
+		out.File = merge(out.File, f)
+		out.Used = append(out.Used, p)
 	}
-	return merged, used, nil
+	if len(problems) > 0 {
+		return out, &Error{Problems: problems}
+	}
+	return out, nil
 }
 
 func merge(a, b File) File {
 	if b.Snapshot != nil {
 		a.Snapshot = b.Snapshot
+	}
+	if len(b.Tools) > 0 && a.Tools == nil {
+		a.Tools = map[string]bool{}
+	}
+	for k, v := range b.Tools {
+		a.Tools[k] = v
 	}
 	a.EnvRefs = append(a.EnvRefs, b.EnvRefs...)
 	if b.Agentd.ToolEnv != nil {

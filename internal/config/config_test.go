@@ -18,10 +18,11 @@ func TestLoadMergesAndBuilds(t *testing.T) {
 	project := filepath.Join(dir, "project.json")
 	os.WriteFile(global, []byte(`{"model":"agentd/scripted","provider":{"local":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://127.0.0.1:1/v1","apiKey":"{env:AGENTD_TEST_KEY}"}}}}`), 0o644)
 	os.WriteFile(project, []byte(`{"model":"local/qwen","provider":{"claude":{"npm":"@ai-sdk/anthropic","options":{"timeout":false}}},"permission":{"bash":"ask"},"agentd":{"maxSteps":7}}`), 0o644)
-	f, used, err := Load([]string{global, project, filepath.Join(dir, "missing.json")}, "")
-	if err != nil || len(used) != 2 {
-		t.Fatalf("load: %v %v", used, err)
+	loaded, err := Load([]string{global, project, filepath.Join(dir, "missing.json")}, "")
+	if err != nil || len(loaded.Used) != 2 {
+		t.Fatalf("load: %v %v", loaded.Used, err)
 	}
+	f := loaded.File
 	if f.Model != "local/qwen" || f.Agentd.MaxSteps != 7 || len(f.Provider) != 2 {
 		t.Errorf("merged = %+v", f)
 	}
@@ -41,7 +42,7 @@ func TestLoadMergesAndBuilds(t *testing.T) {
 	if got := reg.Providers(); len(got) != 3 {
 		t.Errorf("providers = %v", got)
 	}
-	if _, _, err := Load([]string{filepath.Join(dir, "nope.json")}, filepath.Join(dir, "nope.json")); err == nil {
+	if _, err := Load([]string{filepath.Join(dir, "nope.json")}, filepath.Join(dir, "nope.json")); err == nil {
 		t.Error("missing explicit config accepted")
 	}
 	bad := File{Provider: map[string]Provider{"x": {NPM: "@ai-sdk/google"}}}
@@ -58,6 +59,7 @@ func FuzzParse(f *testing.F) {
 		`{"provider":{"p":{"npm":"@ai-sdk/anthropic","options":{"timeout":1000}}},"model":"p/m"}`,
 		`{"provider":{"p":{"options":{"timeout":"soon"}}}}`, `{"permission":{"bash":{"*":"ask"}}}`, `{"permission":"deny"}`,
 		`{"provider":{"p":{"models":{"m":{"id":"real-m"}}}},"model":"p/m"}`, `{"apiKey":"{env:HOME}"}`, `[`, `null`,
+		"{\"model\": // c\n \"a/b\",}", `{"modle":"a/b","agent":{"b":{"tempreature":1}}}`, `{"provider":{"p":{"models":{"m":[1]}}}}`,
 	} {
 		f.Add(s)
 	}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/agentd/agentd/internal/core"
@@ -141,7 +140,7 @@ func convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 				case core.PartText:
 					c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text})
 				case core.PartFile:
-					c = append(c, llm.Content{Type: llm.ContentText, Text: fmt.Sprintf("[attached file %s (%s): %s]", p.Filename, p.Mime, p.URL)})
+					c = append(c, llm.Content{Type: llm.ContentText, Text: attachment(p)})
 				}
 			}
 			if len(c) > 0 {

@@ -242,6 +242,10 @@ func wait(ctx context.Context, turn chan struct{}, d time.Duration) bool {
 func cleanPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
+		if p == "/ui/" {
+			http.Redirect(w, r, "/ui", http.StatusMovedPermanently)
+			return
+		}
 		if p != "/" && (path.Clean(p) != p || strings.HasSuffix(p, "/")) {
 			writeError(w, notFound("no route for %s %s", r.Method, p))
 			return

@@ -58,6 +58,8 @@ type Config struct {
 	Metrics http.Handler
 	// Tracer, when set, records a span per request (see traced).
 	Tracer trace.Tracer
+	// AccessLog logs every request at info (see accessLog).
+	AccessLog bool
 	// Unhealthy, when set, says why the node cannot serve as it should
 	// (nil while it can); GET /global/health reports it.
 	Unhealthy func() error
@@ -218,6 +220,9 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	// cleanPaths); its files are under /ui/.
 	s.mux.Handle("GET /ui", ui.Handler("/ui"))
 	s.mux.Handle("GET /ui/", ui.Handler("/ui"))
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui", http.StatusFound)
+	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -274,6 +279,9 @@ func (s *Server) Handler() http.Handler {
 	h = s.cfg.Security.middleware(h)
 	h = cleanPaths(h)
 	h = s.recoverPanics(h)
+	if s.cfg.AccessLog {
+		h = s.accessLog(h)
+	}
 	return h
 }
 
