@@ -222,6 +222,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	hub := events.NewHub(st, last, 0)
 	st.SetCommitHook(hub.Publish)
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
+	met.Init(knownLabels(cfg, tools))
 	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
 	if err := eng.Start(ctx); err != nil {
 		release()
@@ -534,3 +535,20 @@ func (s stateReader) EventLog(ctx context.Context) (int64, int64, error) {
 func (s stateReader) Subscribers() int { return s.hub.Subscribers() }
 func (s stateReader) Delivered() int64 { return s.hub.Delivered() }
 func (s stateReader) Dropped() int64   { return s.hub.Dropped() }
+
+// knownLabels are the models and tools whose metrics exist from the start.
+func knownLabels(cfg Config, tools *tool.Registry) metrics.Known {
+	var k metrics.Known
+	def := cfg.Engine.DefaultModel
+	if def.ProviderID == "" {
+		def = scriptedRef
+	}
+	k.Models = append(k.Models, [2]string{def.ProviderID, def.ModelID})
+	if s := cfg.Engine.SmallModel; s != nil && *s != def {
+		k.Models = append(k.Models, [2]string{s.ProviderID, s.ModelID})
+	}
+	for _, t := range tools.All() {
+		k.Tools = append(k.Tools, t.Name())
+	}
+	return k
+}

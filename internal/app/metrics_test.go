@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -327,4 +329,35 @@ func TestSilentStepBecomesVisible(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	n.waitIdle(sid)
+}
+
+// TestEveryDocumentedMetricFromTheStart: each metric the README lists is
+// on /metrics of a node that has done nothing yet (at zero), so that
+// dashboards and rate() alerts see it from the first scrape.
+func TestEveryDocumentedMetricFromTheStart(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "**Metrics.**")
+	section, _, _ = strings.Cut(section, "**Traces.**")
+	names := regexp.MustCompile("`(agentd_[a-z_]+)").FindAllStringSubmatch(section, -1)
+	if len(names) < 20 {
+		t.Fatalf("found %d metric names in the README's metrics paragraph", len(names))
+	}
+	n := startNode(t)
+	fams := n.scrape()
+	for _, m := range names {
+		f := fams[m[1]]
+		if f == nil || len(f.Metric) == 0 {
+			t.Errorf("%s is documented but not exported by a fresh node", m[1])
+		}
+	}
+	if v, ok := value(fams, "agentd_tool_calls_total", map[string]string{"tool": "bash", "result": "completed"}); !ok || v != 0 {
+		t.Errorf("agentd_tool_calls_total{tool=bash,result=completed} = %v (%v), want 0", v, ok)
+	}
+	if v, ok := value(fams, "agentd_runs_active", map[string]string{"state": "running"}); !ok || v != 0 {
+		t.Errorf("agentd_runs_active{state=running} = %v (%v), want 0", v, ok)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentd/agentd/internal/core"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -94,6 +95,58 @@ func New() *Metrics {
 	reg.MustRegister(m.runsStarted, m.runsEnded, m.runDuration, m.runSteps, m.recovered,
 		m.modelCalls, m.modelDuration, m.retries, m.tokens, m.cost, m.toolCalls, m.toolDuration, m.storeTx, m.commitBatch)
 	return m
+}
+
+// Known are the label values a node can name before anything happened:
+// its models and tools. Init exports their series at zero.
+type Known struct {
+	// Models are provider/model pairs (the default and small models).
+	Models [][2]string
+	// Tools are the tools' names.
+	Tools []string
+}
+
+// outcomes pairs each run outcome with the reasons it can carry.
+var outcomes = map[string][]string{
+	core.RunSucceeded:   {""},
+	core.RunFailed:      {core.ReasonProviderError, core.ReasonRetriesExhausted, core.ReasonMaxSteps, core.ReasonCrashLoop, core.ReasonInternal, core.ReasonStructuredOutput},
+	core.RunInterrupted: {core.ReasonAborted, core.ReasonServerRestart, core.ReasonSuperseded},
+}
+
+// Init creates every series whose labels are known at start, at zero, so
+// that a dashboard or an alert on a rate sees the series from the first
+// scrape instead of only after the first event (a counter that appears at
+// 1 hides that first event from rate()).
+func (m *Metrics) Init(k Known) {
+	if m == nil {
+		return
+	}
+	for outcome, reasons := range outcomes {
+		for _, r := range reasons {
+			m.runsEnded.WithLabelValues(outcome, r)
+		}
+		m.runDuration.WithLabelValues(outcome)
+		m.runSteps.WithLabelValues(outcome)
+	}
+	for _, a := range []string{"resumed", "interrupted", "failed", "queued"} {
+		m.recovered.WithLabelValues(a)
+	}
+	for _, pm := range k.Models {
+		m.modelCalls.WithLabelValues(pm[0], pm[1], "ok")
+		m.modelDuration.WithLabelValues(pm[0], pm[1])
+		m.retries.WithLabelValues(pm[0], pm[1])
+		for _, t := range []string{"input", "output", "reasoning", "cache_read", "cache_write"} {
+			m.tokens.WithLabelValues(pm[0], pm[1], t)
+		}
+		m.cost.WithLabelValues(pm[0], pm[1])
+	}
+	for _, t := range k.Tools {
+		m.toolCalls.WithLabelValues(t, core.ToolCompleted)
+		m.toolCalls.WithLabelValues(t, core.ToolError)
+		m.toolDuration.WithLabelValues(t)
+	}
+	m.storeTx.WithLabelValues("ok")
+	m.storeTx.WithLabelValues("error")
 }
 
 // Register adds collectors (the store's and the hub's gauges) to the
@@ -255,6 +308,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if runs, err := c.s.ActiveRuns(ctx); err != nil {
 		ch <- prometheus.NewInvalidMetric(c.active, err)
 	} else {
+		// The common states at zero, so that the gauge exists when no run
+		// is active.
+		for _, k := range [][2]string{{core.RunQueued, ""}, {core.RunRunning, ""}, {core.RunRetrying, ""}} {
+			if _, ok := runs[k]; !ok {
+				ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, 0, k[0], k[1])
+			}
+		}
 		for k, n := range runs {
 			ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(n), k[0], k[1])
 		}
