@@ -262,9 +262,9 @@ func startBenchServer(ctx context.Context, providerTLS bool) (*benchServer, erro
 		go s.fake.Serve(ln)
 	}
 	s.cfg = filepath.Join(dir, "agentd.json")
-	// bash is allowed (it asks by default) for the soak's tool turns; the
+	// bash is allowed (it asks by default), and what it reads outside the workspace (ls /), for the soak's tool turns; the
 	// event log keeps 100,000 events so that a soak reaches its plateau.
-	cfg := `{"model":"fake/fake-model","permission":{"bash":"allow"},"agentd":{"events":{"maxCount":100000}},` +
+	cfg := `{"model":"fake/fake-model","permission":{"bash":"allow","external_directory":"allow"},"agentd":{"events":{"maxCount":100000}},` +
 		`"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"` + scheme + `://` + ln.Addr().String() + `/v1"}}}}`
 	return s, os.WriteFile(s.cfg, []byte(cfg), 0o644)
 }

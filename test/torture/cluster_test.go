@@ -77,7 +77,7 @@ func startClusterOn(t *testing.T, nodes int, url string) *cluster {
 	t.Cleanup(hs.Close)
 	cfgPath := filepath.Join(cl.dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
-		"permission":{"bash":{"*":"allow","echo asked*":"ask"}}}`), 0o644)
+		"permission":{"bash":{"*":"allow","echo asked*":"ask"},"external_directory":"allow"}}`), 0o644)
 	cl.logPath = filepath.Join(cl.dir, "agentd.log")
 	logFile, _ := os.Create(cl.logPath)
 	t.Cleanup(func() {

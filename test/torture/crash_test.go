@@ -43,7 +43,7 @@ func crashNodeWith(t *testing.T, unit time.Duration, model, extra string) (*serv
 	t.Cleanup(hs.Close)
 	cfgPath := filepath.Join(dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible",
-		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"fake-model":`+model+`}}},"permission":{"bash":"allow"}`+extra+`}`), 0o644)
+		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"fake-model":`+model+`}}},"permission":{"bash":"allow","external_directory":"allow"}`+extra+`}`), 0o644)
 	port := freePort(t)
 	dbPath := filepath.Join(dir, "agentd.db")
 	logFile, _ := os.Create(filepath.Join(dir, "agentd.log"))

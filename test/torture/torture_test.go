@@ -161,7 +161,7 @@ func runTorture(t *testing.T, dir string, seconds, nodes int, db string, open fu
 	defer hs.Close()
 	cfgPath := filepath.Join(dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
-		"permission":{"bash":"allow"},"agentd":{"retry":{"maxAttempts":4}}}`), 0o644)
+		"permission":{"bash":"allow","external_directory":"allow"},"agentd":{"retry":{"maxAttempts":4}}}`), 0o644)
 	logFile, _ := os.Create(filepath.Join(dir, "agentd.log"))
 	defer logFile.Close()
 	var srvs []*server
