@@ -161,6 +161,12 @@ type ErrorData struct {
 	Extra   map[string]any
 }
 
+// JSONSchema describes what MarshalJSON writes (for the API document).
+func (ErrorData) JSONSchema() map[string]any {
+	return map[string]any{"type": "object", "required": []string{"message"},
+		"properties": map[string]any{"message": map[string]any{"type": "string"}}}
+}
+
 // MarshalJSON flattens Extra next to message.
 func (d ErrorData) MarshalJSON() ([]byte, error) {
 	m := make(map[string]any, len(d.Extra)+1)

@@ -44,6 +44,47 @@ type ToolState struct {
 	Time     PartTime        `json:"time"`
 }
 
+// The shapes of a tool state, by status.
+type (
+	toolPendingJSON struct {
+		Status string          `json:"status"`
+		Input  json.RawMessage `json:"input"`
+		Raw    string          `json:"raw"`
+	}
+	toolRunningJSON struct {
+		Status   string          `json:"status"`
+		Input    json.RawMessage `json:"input"`
+		Title    string          `json:"title,omitempty"`
+		Metadata map[string]any  `json:"metadata,omitempty"`
+		Time     startTime       `json:"time"`
+	}
+	toolCompletedJSON struct {
+		Status   string          `json:"status"`
+		Input    json.RawMessage `json:"input"`
+		Output   string          `json:"output"`
+		Title    string          `json:"title"`
+		Metadata map[string]any  `json:"metadata"`
+		Time     PartTime        `json:"time"`
+	}
+	toolErrorJSON struct {
+		Status   string          `json:"status"`
+		Input    json.RawMessage `json:"input"`
+		Error    string          `json:"error"`
+		Metadata map[string]any  `json:"metadata,omitempty"`
+		Time     PartTime        `json:"time"`
+	}
+	startTime struct {
+		Start int64 `json:"start"`
+	}
+)
+
+// JSONVariants names the shapes of a tool state, by status (for the API
+// document).
+func (ToolState) JSONVariants() (string, map[string]any) {
+	return "status", map[string]any{ToolPending: toolPendingJSON{}, ToolRunning: toolRunningJSON{},
+		ToolCompleted: toolCompletedJSON{}, ToolError: toolErrorJSON{}}
+}
+
 // MarshalJSON encodes the state with exactly the fields its status has.
 func (s ToolState) MarshalJSON() ([]byte, error) {
 	input := s.Input
@@ -53,44 +94,18 @@ func (s ToolState) MarshalJSON() ([]byte, error) {
 	}
 	switch s.Status {
 	case ToolPending:
-		return json.Marshal(struct {
-			Status string          `json:"status"`
-			Input  json.RawMessage `json:"input"`
-			Raw    string          `json:"raw"`
-		}{s.Status, input, s.Raw})
+		return json.Marshal(toolPendingJSON{s.Status, input, s.Raw})
 	case ToolRunning:
-		return json.Marshal(struct {
-			Status   string          `json:"status"`
-			Input    json.RawMessage `json:"input"`
-			Title    string          `json:"title,omitempty"`
-			Metadata map[string]any  `json:"metadata,omitempty"`
-			Time     struct {
-				Start int64 `json:"start"`
-			} `json:"time"`
-		}{Status: s.Status, Input: input, Title: s.Title, Metadata: s.Metadata, Time: struct {
-			Start int64 `json:"start"`
-		}{s.Time.Start}})
+		return json.Marshal(toolRunningJSON{Status: s.Status, Input: input, Title: s.Title, Metadata: s.Metadata,
+			Time: startTime{s.Time.Start}})
 	case ToolCompleted:
 		md := s.Metadata
 		if md == nil {
 			md = map[string]any{}
 		}
-		return json.Marshal(struct {
-			Status   string          `json:"status"`
-			Input    json.RawMessage `json:"input"`
-			Output   string          `json:"output"`
-			Title    string          `json:"title"`
-			Metadata map[string]any  `json:"metadata"`
-			Time     PartTime        `json:"time"`
-		}{s.Status, input, s.Output, s.Title, md, s.Time})
+		return json.Marshal(toolCompletedJSON{s.Status, input, s.Output, s.Title, md, s.Time})
 	default:
-		return json.Marshal(struct {
-			Status   string          `json:"status"`
-			Input    json.RawMessage `json:"input"`
-			Error    string          `json:"error"`
-			Metadata map[string]any  `json:"metadata,omitempty"`
-			Time     PartTime        `json:"time"`
-		}{s.Status, input, s.Error, s.Metadata, s.Time})
+		return json.Marshal(toolErrorJSON{s.Status, input, s.Error, s.Metadata, s.Time})
 	}
 }
 
@@ -255,15 +270,86 @@ func (s *ToolState) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*plain)(s))
 }
 
+// partHead leads every part's shape.
+type partHead struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionID"`
+	MessageID string `json:"messageID"`
+	Type      string `json:"type"`
+}
+
+// The shapes of a part, by type: opencode's, plus agentd's idle part,
+// which travels as an ignored text part.
+type (
+	textPartJSON struct {
+		partHead
+		Text      string         `json:"text"`
+		Synthetic bool           `json:"synthetic,omitempty"`
+		Time      *PartTime      `json:"time,omitempty"`
+		Metadata  map[string]any `json:"metadata,omitempty"`
+	}
+	reasoningPartJSON struct {
+		partHead
+		Text     string         `json:"text"`
+		Metadata map[string]any `json:"metadata,omitempty"`
+		Time     PartTime       `json:"time"`
+	}
+	toolPartJSON struct {
+		partHead
+		CallID   string         `json:"callID"`
+		Tool     string         `json:"tool"`
+		State    ToolState      `json:"state"`
+		Metadata map[string]any `json:"metadata,omitempty"`
+	}
+	stepStartJSON struct {
+		partHead
+		Snapshot string `json:"snapshot,omitempty"`
+	}
+	stepFinishJSON struct {
+		partHead
+		Reason   string  `json:"reason"`
+		Snapshot string  `json:"snapshot,omitempty"`
+		Cost     float64 `json:"cost"`
+		Tokens   Tokens  `json:"tokens"`
+	}
+	patchPartJSON struct {
+		partHead
+		Hash  string   `json:"hash"`
+		Files []string `json:"files"`
+	}
+	filePartJSON struct {
+		partHead
+		Mime     string `json:"mime"`
+		Filename string `json:"filename,omitempty"`
+		URL      string `json:"url"`
+	}
+	compactionPartJSON struct {
+		partHead
+		Auto      bool   `json:"auto"`
+		Overflow  bool   `json:"overflow,omitempty"`
+		TailStart string `json:"tail_start_id,omitempty"`
+	}
+	idlePartJSON struct {
+		partHead
+		Text      string              `json:"text"`
+		Synthetic bool                `json:"synthetic"`
+		Ignored   bool                `json:"ignored"`
+		Time      PartTime            `json:"time"`
+		Metadata  map[string]idleMeta `json:"metadata"`
+	}
+)
+
+// JSONVariants names the shapes of a part, by type (for the API
+// document). An idle part is a text part there.
+func (Part) JSONVariants() (string, map[string]any) {
+	return "type", map[string]any{PartText: textPartJSON{}, PartReasoning: reasoningPartJSON{}, PartTool: toolPartJSON{},
+		PartStepStart: stepStartJSON{}, PartStepFinish: stepFinishJSON{}, PartPatch: patchPartJSON{},
+		PartFile: filePartJSON{}, PartCompaction: compactionPartJSON{}}
+}
+
 // MarshalJSON encodes p in opencode's shape for its type.
 func (p Part) MarshalJSON() ([]byte, error) {
-	type head struct {
-		ID        string `json:"id"`
-		SessionID string `json:"sessionID"`
-		MessageID string `json:"messageID"`
-		Type      string `json:"type"`
-	}
-	h := head{p.ID, p.SessionID, p.MessageID, p.Type}
+	h := partHead{p.ID, p.SessionID, p.MessageID, p.Type}
 	switch p.Type {
 	case PartText:
 		var tm *PartTime
@@ -271,81 +357,34 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			t := p.Time
 			tm = &t
 		}
-		return json.Marshal(struct {
-			head
-			Text      string         `json:"text"`
-			Synthetic bool           `json:"synthetic,omitempty"`
-			Time      *PartTime      `json:"time,omitempty"`
-			Metadata  map[string]any `json:"metadata,omitempty"`
-		}{h, p.Text, p.Synthetic, tm, p.Metadata})
+		return json.Marshal(textPartJSON{h, p.Text, p.Synthetic, tm, p.Metadata})
 	case PartReasoning:
-		return json.Marshal(struct {
-			head
-			Text     string         `json:"text"`
-			Metadata map[string]any `json:"metadata,omitempty"`
-			Time     PartTime       `json:"time"`
-		}{h, p.Text, p.Metadata, p.Time})
+		return json.Marshal(reasoningPartJSON{h, p.Text, p.Metadata, p.Time})
 	case PartTool:
-		return json.Marshal(struct {
-			head
-			CallID   string         `json:"callID"`
-			Tool     string         `json:"tool"`
-			State    ToolState      `json:"state"`
-			Metadata map[string]any `json:"metadata,omitempty"`
-		}{h, p.CallID, p.Tool, p.State, p.Metadata})
+		return json.Marshal(toolPartJSON{h, p.CallID, p.Tool, p.State, p.Metadata})
 	case PartStepStart:
-		return json.Marshal(struct {
-			head
-			Snapshot string `json:"snapshot,omitempty"`
-		}{h, p.Snapshot})
+		return json.Marshal(stepStartJSON{h, p.Snapshot})
 	case PartStepFinish:
-		return json.Marshal(struct {
-			head
-			Reason   string  `json:"reason"`
-			Snapshot string  `json:"snapshot,omitempty"`
-			Cost     float64 `json:"cost"`
-			Tokens   Tokens  `json:"tokens"`
-		}{h, p.Reason, p.Snapshot, p.Cost, p.Tokens})
+		return json.Marshal(stepFinishJSON{h, p.Reason, p.Snapshot, p.Cost, p.Tokens})
 	case PartPatch:
 		files := p.Files
 		if files == nil {
 			files = []string{}
 		}
-		return json.Marshal(struct {
-			head
-			Hash  string   `json:"hash"`
-			Files []string `json:"files"`
-		}{h, p.Hash, files})
+		return json.Marshal(patchPartJSON{h, p.Hash, files})
 	case PartFile:
-		return json.Marshal(struct {
-			head
-			Mime     string `json:"mime"`
-			Filename string `json:"filename,omitempty"`
-			URL      string `json:"url"`
-		}{h, p.Mime, p.Filename, p.URL})
+		return json.Marshal(filePartJSON{h, p.Mime, p.Filename, p.URL})
 	case PartCompaction:
-		return json.Marshal(struct {
-			head
-			Auto      bool   `json:"auto"`
-			Overflow  bool   `json:"overflow,omitempty"`
-			TailStart string `json:"tail_start_id,omitempty"`
-		}{h, p.Auto, p.Overflow, p.TailStart})
+		return json.Marshal(compactionPartJSON{h, p.Auto, p.Overflow, p.TailStart})
 	case PartIdle:
 		// Without an end time: opencode's clients print a text part once
 		// it has ended, and this one must never be printed.
 		h.Type = PartText
-		return json.Marshal(struct {
-			head
-			Text      string              `json:"text"`
-			Synthetic bool                `json:"synthetic"`
-			Ignored   bool                `json:"ignored"`
-			Time      PartTime            `json:"time"`
-			Metadata  map[string]idleMeta `json:"metadata"`
-		}{h, "", true, true, PartTime{Start: p.Time.Start},
+		return json.Marshal(idlePartJSON{h, "", true, true, PartTime{Start: p.Time.Start},
 			map[string]idleMeta{agentdMetaKey: {Type: PartIdle, RunID: p.RunID, Outcome: p.Outcome, Reason: p.Reason, Error: p.Error}}})
 	default:
 		return json.Marshal(struct {
-			head
+			partHead
 			Metadata map[string]any `json:"metadata,omitempty"`
 		}{h, p.Metadata})
 	}

@@ -205,6 +205,12 @@ type assistantMessageJSON struct {
 	Finish     string          `json:"finish,omitempty"`
 }
 
+// JSONVariants names the shapes of a message, by role (for the API
+// document).
+func (Message) JSONVariants() (string, map[string]any) {
+	return "role", map[string]any{RoleUser: userMessageJSON{}, RoleAssistant: assistantMessageJSON{}}
+}
+
 // MarshalJSON encodes m in opencode's UserMessage or AssistantMessage shape.
 func (m Message) MarshalJSON() ([]byte, error) {
 	if m.Role == RoleUser {

@@ -14,7 +14,7 @@ import (
 // InputPart is one part of a prompt, in opencode's input shapes.
 type InputPart struct {
 	ID   string `json:"id,omitempty"`
-	Type string `json:"type"`
+	Type string `json:"type" doc:"required"`
 	Text string `json:"text,omitempty"`
 	// Synthetic marks text a client added (opencode's input shape).
 	Synthetic bool   `json:"synthetic,omitempty"`

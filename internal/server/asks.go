@@ -35,11 +35,14 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) *apiErr
 	return nil
 }
 
+// permissionReplyBody answers a permission request.
+type permissionReplyBody struct {
+	Reply   string `json:"reply" doc:"required"`
+	Message string `json:"message"`
+}
+
 func (s *Server) replyPermission(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		Reply   string `json:"reply"`
-		Message string `json:"message"`
-	}
+	var in permissionReplyBody
 	if e := decodeJSON(r, &in, false); e != nil {
 		return e
 	}
@@ -54,10 +57,13 @@ func (s *Server) replyPermission(w http.ResponseWriter, r *http.Request) *apiErr
 	return nil
 }
 
+// permissionReplyV1Body answers a permission request on opencode's v1 route.
+type permissionReplyV1Body struct {
+	Response string `json:"response" doc:"required"`
+}
+
 func (s *Server) replyPermissionV1(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		Response string `json:"response"`
-	}
+	var in permissionReplyV1Body
 	if e := decodeJSON(r, &in, false); e != nil {
 		return e
 	}
@@ -85,10 +91,13 @@ func (s *Server) listQuestions(w http.ResponseWriter, r *http.Request) *apiError
 	return nil
 }
 
+// questionReplyBody answers a question: per question, the labels chosen.
+type questionReplyBody struct {
+	Answers [][]string `json:"answers" doc:"required"`
+}
+
 func (s *Server) replyQuestion(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		Answers [][]string `json:"answers"`
-	}
+	var in questionReplyBody
 	if e := decodeJSON(r, &in, false); e != nil {
 		return e
 	}

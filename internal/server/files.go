@@ -130,7 +130,7 @@ func (s *Server) fsFind(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	dir, _ := s.fileDir(r)
-	writeJSON(w, http.StatusOK, map[string]any{"location": location(dir), "data": entries})
+	writeJSON(w, http.StatusOK, entriesJSON{Location: location(dir), Data: entries})
 	return nil
 }
 
@@ -149,7 +149,7 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request) *apiError {
 	for i, n := range nodes {
 		data[i] = workspace.Entry{Path: n.Path, Type: n.Type}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"location": location(dir), "data": data})
+	writeJSON(w, http.StatusOK, entriesJSON{Location: location(dir), Data: data})
 	return nil
 }
 
@@ -207,6 +207,6 @@ func (s *Server) findSymbol(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 // location is opencode's LocationInfo of a directory.
-func location(dir string) map[string]any {
-	return map[string]any{"directory": dir, "project": map[string]string{"id": "global", "directory": worktree(dir)}}
+func location(dir string) locationJSON {
+	return locationJSON{Directory: dir, Project: locationProject{ID: "global", Directory: worktree(dir)}}
 }

@@ -31,11 +31,11 @@ import (
 func (s *Server) health(w http.ResponseWriter, r *http.Request) *apiError {
 	if s.cfg.Unhealthy != nil {
 		if err := s.cfg.Unhealthy(); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"healthy": false, "version": s.cfg.Version, "error": err.Error()})
+			writeJSON(w, http.StatusServiceUnavailable, healthJSON{Healthy: false, Version: s.cfg.Version, Error: err.Error()})
 			return nil
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"healthy": true, "version": s.cfg.Version})
+	writeJSON(w, http.StatusOK, healthJSON{Healthy: true, Version: s.cfg.Version})
 	return nil
 }
 
@@ -46,8 +46,7 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request) *apiError {
 	if s.cfg.Node.Leases != nil {
 		leases = s.cfg.Node.Leases()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"node": s.cfg.Node.ID, "database": s.cfg.Node.Database,
-		"leases": leases, "version": s.cfg.Version})
+	writeJSON(w, http.StatusOK, nodeJSON{Node: s.cfg.Node.ID, Database: s.cfg.Node.Database, Leases: leases, Version: s.cfg.Version})
 	return nil
 }
 
@@ -266,11 +265,14 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
+// updateSessionBody is what PATCH /session/{id} changes.
+type updateSessionBody struct {
+	Title    *string        `json:"title"`
+	Metadata map[string]any `json:"metadata"`
+}
+
 func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		Title    *string        `json:"title"`
-		Metadata map[string]any `json:"metadata"`
-	}
+	var in updateSessionBody
 	if e := decodeJSON(r, &in, false); e != nil {
 		return e
 	}
@@ -501,7 +503,7 @@ type promptBody struct {
 	Agent     string             `json:"agent"`
 	NoReply   bool               `json:"noReply"`
 	System    string             `json:"system"`
-	Parts     []engine.InputPart `json:"parts"`
+	Parts     []engine.InputPart `json:"parts" doc:"required"`
 	Busy      string             `json:"busy"`
 	Variant   string             `json:"variant"`
 	Format    *core.OutputFormat `json:"format"`
@@ -647,21 +649,24 @@ func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) *apiError 
 	return nil
 }
 
+// commandBody is the request of POST /session/{id}/command.
+type commandBody struct {
+	MessageID string `json:"messageID"`
+	Agent     string `json:"agent"`
+	Model     string `json:"model"`
+	Arguments string `json:"arguments"`
+	Command   string `json:"command" doc:"required"`
+	Variant   string `json:"variant"`
+	// Parts are files sent along with the command.
+	Parts []engine.InputPart `json:"parts"`
+}
+
 // runCommand runs a custom command: its template, filled with the
 // arguments, as a prompt to the command's agent and model (the request's
 // win), answered like a blocking prompt. A subtask command runs in the
 // session itself: agentd has no subagents yet.
 func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		MessageID string `json:"messageID"`
-		Agent     string `json:"agent"`
-		Model     string `json:"model"`
-		Arguments string `json:"arguments"`
-		Command   string `json:"command"`
-		Variant   string `json:"variant"`
-		// Parts are files sent along with the command.
-		Parts []engine.InputPart `json:"parts"`
-	}
+	var in commandBody
 	if e := decodeJSON(r, &in, false); e != nil {
 		return e
 	}
@@ -707,14 +712,17 @@ func (s *Server) command(r *http.Request, name, args, messageID, agent, model, v
 	return adm, nil
 }
 
+// initBody is the request of POST /session/{id}/init.
+type initBody struct {
+	ModelID    string `json:"modelID"`
+	ProviderID string `json:"providerID"`
+	MessageID  string `json:"messageID"`
+}
+
 // initProject runs the init command (opencode's session.init) and answers
 // true once its run has ended.
 func (s *Server) initProject(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		ModelID    string `json:"modelID"`
-		ProviderID string `json:"providerID"`
-		MessageID  string `json:"messageID"`
-	}
+	var in initBody
 	if e := decodeJSON(r, &in, true); e != nil {
 		return e
 	}
@@ -753,14 +761,17 @@ func (s *Server) promptAsync(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
+// summarizeBody is the request of POST /session/{id}/summarize.
+type summarizeBody struct {
+	ProviderID string `json:"providerID"`
+	ModelID    string `json:"modelID"`
+}
+
 // summarize compacts the session (opencode's summarize): a run of its own
 // that writes a summary later prompts start from. It answers true once
 // the compaction has ended, like opencode.
 func (s *Server) summarize(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		ProviderID string `json:"providerID"`
-		ModelID    string `json:"modelID"`
-	}
+	var in summarizeBody
 	if e := decodeJSON(r, &in, true); e != nil {
 		return e
 	}

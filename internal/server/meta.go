@@ -201,7 +201,7 @@ func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) configProviders(w http.ResponseWriter, r *http.Request) *apiError {
-	writeJSON(w, http.StatusOK, map[string]any{"providers": s.cfg.Catalog.providersJSON(), "default": s.cfg.Catalog.defaults()})
+	writeJSON(w, http.StatusOK, configProvidersJSON{Providers: s.cfg.Catalog.providersJSON(), Default: s.cfg.Catalog.defaults()})
 	return nil
 }
 
@@ -210,7 +210,7 @@ func (s *Server) listProviders(w http.ResponseWriter, r *http.Request) *apiError
 	for _, p := range s.cfg.Catalog.Providers {
 		connected = append(connected, p.ID)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"all": s.cfg.Catalog.providersJSON(), "default": s.cfg.Catalog.defaults(), "connected": connected})
+	writeJSON(w, http.StatusOK, providerListJSON{All: s.cfg.Catalog.providersJSON(), Default: s.cfg.Catalog.defaults(), Connected: connected})
 	return nil
 }
 
@@ -264,8 +264,7 @@ func (s *Server) getPath(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	p := s.cfg.Paths
-	writeJSON(w, http.StatusOK, map[string]string{"home": p.Home, "state": p.State, "config": p.Config,
-		"worktree": worktree(dir), "directory": dir})
+	writeJSON(w, http.StatusOK, pathJSON{Home: p.Home, State: p.State, Config: p.Config, Worktree: worktree(dir), Directory: dir})
 	return nil
 }
 
@@ -275,11 +274,10 @@ func (s *Server) currentProject(w http.ResponseWriter, r *http.Request) *apiErro
 		return e
 	}
 	root := worktree(dir)
-	p := map[string]any{"id": "global", "worktree": root, "sandboxes": []string{},
-		"time": map[string]int64{"created": s.started.UnixMilli(), "updated": s.started.UnixMilli()}}
+	p := projectJSON{ID: "global", Worktree: root, Sandboxes: []string{},
+		Time: projectTime{Created: s.started.UnixMilli(), Updated: s.started.UnixMilli()}}
 	if root != "/" {
-		p["vcs"] = "git"
-		p["name"] = filepath.Base(root)
+		p.VCS, p.Name = "git", filepath.Base(root)
 	}
 	writeJSON(w, http.StatusOK, p)
 	return nil
@@ -290,11 +288,9 @@ func (s *Server) getVCS(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	out := map[string]string{}
+	var out vcsJSON
 	if root := worktree(dir); root != "/" {
-		if b := vcs.Branch(root); b != "" {
-			out["branch"] = b
-		}
+		out.Branch = vcs.Branch(root)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -361,7 +357,7 @@ func (s *Server) apiLocation(list bool) func(w http.ResponseWriter, r *http.Requ
 			writeJSON(w, http.StatusOK, loc)
 			return nil
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"location": loc, "data": []struct{}{}})
+		writeJSON(w, http.StatusOK, emptyListJSON{Location: loc, Data: []struct{}{}})
 		return nil
 	}
 }

@@ -4,54 +4,214 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/agentd/agentd/internal/apidoc"
+	"github.com/agentd/agentd/internal/command"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/mcp"
+	"github.com/agentd/agentd/internal/snapshot"
+	"github.com/agentd/agentd/internal/workspace"
 )
 
 var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
+// op documents one route beyond its summary: its query parameters, the
+// type its handler decodes and the type it answers with. The schemas are
+// computed from those types (package apidoc), and a test sends every
+// route a request and checks the answer against the document.
+type op struct {
+	query []param
+	// body is a value of the type the handler decodes (nil: none).
+	body any
+	// resp is a value of the type of the success answer (nil: none).
+	resp any
+	// status is the success status when it is not 200.
+	status int
+	// stream marks an event stream (text/event-stream of events); global
+	// streams wrap each event with its session's directory.
+	stream, global bool
+	// text marks a text/plain answer.
+	text bool
+}
+
+// param is a query parameter.
+type param struct {
+	name, kind, about string
+}
+
+var (
+	qLimit     = param{"limit", "integer", "at most this many items"}
+	qDirectory = param{"directory", "string", "the workspace (or the x-opencode-directory header); default the server's"}
+	qPath      = param{"path", "string", "a path inside the directory"}
+	qLocation  = param{"location[directory]", "string", "the directory (opencode's next API)"}
+	qQuery     = param{"query", "string", "what to match, fuzzily"}
+	qCursor    = param{"after", "integer", "replay the durable events after this seq (or the Last-Event-ID header)"}
+)
+
+// ops documents the routes, by "METHOD pattern"; TestOpenAPIMatchesRoutes
+// keeps it and the route table one to one.
+var ops = map[string]op{
+	"GET /global/health":                            {resp: healthJSON{}},
+	"GET /event":                                    {stream: true, query: []param{qCursor}},
+	"GET /global/event":                             {stream: true, global: true, query: []param{qCursor}},
+	"GET /session":                                  {resp: []core.Session{}, query: []param{qLimit, {"start", "integer", "only sessions updated at or after this time (ms)"}, {"roots", "boolean", "only sessions without a parent"}, {"search", "string", "only sessions whose title holds this"}, {"cursor", "string", "the next page (from the Link header)"}}},
+	"POST /session":                                 {body: sessionInput{}, resp: core.Session{}},
+	"GET /session/status":                           {resp: map[string]core.SessionStatus{}},
+	"GET /session/active":                           {resp: map[string]core.SessionStatus{}},
+	"GET /session/{id}":                             {resp: core.Session{}},
+	"PATCH /session/{id}":                           {body: updateSessionBody{}, resp: core.Session{}},
+	"DELETE /session/{id}":                          {resp: true},
+	"GET /session/{id}/status":                      {resp: core.SessionStatus{}},
+	"POST /session/{id}/wait":                       {resp: core.SessionStatus{}, query: []param{{"timeout", "string", "give up after this long (a Go duration; 408 with the status)"}, {"run", "string", "wait for this run to end instead"}}},
+	"GET /session/{id}/message":                     {resp: []core.MessageWithParts{}, query: []param{qLimit, {"before", "string", "the messages before this message id"}}},
+	"POST /session/{id}/message":                    {body: promptBody{}, resp: core.MessageWithParts{}, query: []param{{"busy", "string", "steer, queue, reject or interrupt"}, {"errors", "string", "status: a failed run answers 500 or 502 instead of 200"}}},
+	"POST /session/{id}/command":                    {body: commandBody{}, resp: core.MessageWithParts{}},
+	"GET /session/{id}/message/{messageID}":         {resp: core.MessageWithParts{}},
+	"POST /session/{id}/prompt_async":               {body: promptBody{}, status: http.StatusNoContent, query: []param{{"busy", "string", "steer, queue, reject or interrupt"}}},
+	"POST /session/{id}/abort":                      {resp: true},
+	"POST /session/{id}/summarize":                  {body: summarizeBody{}, resp: true},
+	"GET /session/{id}/run":                         {resp: []core.Run{}, query: []param{qLimit}},
+	"GET /session/{id}/run/{runID}":                 {resp: core.Run{}},
+	"GET /session/{id}/event":                       {stream: true, query: []param{qCursor}},
+	"GET /permission":                               {resp: []core.OpencodePermission{}},
+	"GET /question":                                 {resp: []core.OpencodeQuestion{}},
+	"POST /question/{requestID}/reply":              {body: questionReplyBody{}, resp: true},
+	"POST /question/{requestID}/reject":             {resp: true},
+	"POST /permission/{requestID}/reply":            {body: permissionReplyBody{}, resp: true},
+	"POST /session/{id}/permissions/{permissionID}": {body: permissionReplyV1Body{}, resp: true},
+	"GET /session/{id}/children":                    {resp: []core.Session{}, query: []param{qLimit}},
+	"GET /session/{id}/todo":                        {resp: []core.Todo{}},
+	"GET /session/{id}/diff":                        {resp: []snapshot.FileDiff{}, query: []param{{"messageID", "string", "that message's turn only"}}},
+	"POST /session/{id}/revert":                     {body: revertBody{}, resp: core.Session{}},
+	"POST /session/{id}/unrevert":                   {resp: core.Session{}},
+	"POST /session/{id}/fork":                       {body: forkBody{}, resp: core.Session{}},
+	"POST /session/{id}/share":                      {status: http.StatusBadRequest},
+	"DELETE /session/{id}/share":                    {status: http.StatusBadRequest},
+	"POST /session/{id}/shell":                      {body: shellBody{}, resp: core.MessageWithParts{}},
+	"GET /config":                                   {resp: map[string]any{}},
+	"GET /config/providers":                         {resp: configProvidersJSON{}},
+	"GET /provider":                                 {resp: providerListJSON{}},
+	"GET /agent":                                    {resp: []agentJSON{}},
+	"GET /path":                                     {resp: pathJSON{}},
+	"GET /project/current":                          {resp: projectJSON{}},
+	"GET /project/{projectID}/directories":          {resp: []struct{}{}},
+	"GET /vcs":                                      {resp: vcsJSON{}},
+	"GET /command":                                  {resp: []command.Command{}},
+	"POST /session/{id}/init":                       {body: initBody{}, resp: true},
+	"POST /instance/dispose":                        {resp: true},
+	"GET /lsp":                                      {resp: []struct{}{}},
+	"GET /formatter":                                {resp: []struct{}{}},
+	"GET /mcp":                                      {resp: map[string]mcp.Status{}},
+	"GET /provider/auth":                            {resp: struct{}{}},
+	"GET /experimental/capabilities":                {resp: map[string]bool{}},
+	"GET /experimental/console":                     {resp: consoleJSON{}},
+	"GET /experimental/resource":                    {resp: struct{}{}},
+	"GET /experimental/workspace":                   {resp: []struct{}{}},
+	"GET /experimental/workspace/status":            {resp: []struct{}{}},
+	"GET /find":                                     {resp: []workspace.Match{}, query: []param{{"pattern", "string", "a regular expression (required)"}}},
+	"GET /find/file":                                {resp: []string{}, query: []param{qQuery, {"dirs", "boolean", "folders too"}, {"type", "string", "file or directory"}, qLimit}},
+	"GET /find/symbol":                              {resp: []struct{}{}, query: []param{qQuery}},
+	"GET /file":                                     {resp: []workspace.Node{}, query: []param{qPath}},
+	"GET /file/content":                             {resp: workspace.Content{}, query: []param{qPath}},
+	"GET /file/status":                              {resp: []workspace.Change{}},
+	"GET /api/fs/find":                              {resp: entriesJSON{}, query: []param{qLocation, qQuery, {"type", "string", "file or directory"}, qLimit}},
+	"GET /api/fs/list":                              {resp: entriesJSON{}, query: []param{qLocation, qPath}},
+	"GET /api/location":                             {resp: locationJSON{}, query: []param{qLocation}},
+	"GET /api/agent":                                {resp: emptyListJSON{}, query: []param{qLocation}},
+	"GET /api/model":                                {resp: emptyListJSON{}, query: []param{qLocation}},
+	"GET /api/provider":                             {resp: emptyListJSON{}, query: []param{qLocation}},
+	"GET /api/integration":                          {resp: emptyListJSON{}, query: []param{qLocation}},
+	"GET /api/reference":                            {resp: emptyListJSON{}, query: []param{qLocation}},
+	"GET /api/command":                              {resp: emptyListJSON{}, query: []param{qLocation}},
+	"GET /api/skill":                                {resp: emptyListJSON{}, query: []param{qLocation}},
+	"GET /doc":                                      {resp: map[string]any{}},
+	"GET /node":                                     {resp: nodeJSON{}},
+	"GET /metrics":                                  {text: true},
+}
+
 // OpenAPI returns the OpenAPI 3.1 document of the routes this server
-// serves. It is built from the same table as the mux.
+// serves, built from the route table and ops: parameters, request bodies
+// and answers, their schemas computed from the handlers' types.
 func (s *Server) OpenAPI() map[string]any {
+	set := apidoc.NewSet()
+	set.Add("Event", map[string]any{"type": "object", "required": []string{"type", "properties"},
+		"properties":  map[string]any{"type": map[string]any{"type": "string"}, "properties": map[string]any{"type": "object"}},
+		"description": "One event: its seq is the SSE id of durable events; message.part.delta and server.* events are live-only."})
+	set.Add("GlobalEvent", map[string]any{"type": "object", "required": []string{"directory", "payload"},
+		"properties": map[string]any{"directory": map[string]any{"type": "string"}, "payload": map[string]any{"$ref": "#/components/schemas/Event"}}})
+	set.Add("TaggedError", map[string]any{"type": "object", "required": []string{"_tag", "message"},
+		"description": "The shape opencode's document gives some errors (SessionBusyError, PermissionNotFoundError, QuestionNotFoundError).",
+		"properties":  map[string]any{"_tag": map[string]any{"type": "string"}, "message": map[string]any{"type": "string"}}})
+	errSchema := map[string]any{"oneOf": []any{set.Of(core.Error{}), map[string]any{"$ref": "#/components/schemas/TaggedError"}}}
+	errResp := map[string]any{"description": "An error: its name (or _tag) says which, the message what happened.",
+		"content": map[string]any{"application/json": map[string]any{"schema": errSchema}}}
 	paths := map[string]any{}
-	errResp := map[string]any{"description": "Error", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
 	for _, rt := range s.routes {
 		item, _ := paths[rt.pattern].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
 			paths[rt.pattern] = item
 		}
+		o := ops[rt.method+" "+rt.pattern]
 		var params []any
 		for _, m := range pathParam.FindAllStringSubmatch(rt.pattern, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
+		query := o.query
+		if !rt.native && !strings.HasPrefix(rt.pattern, "/api/") {
+			query = append([]param{qDirectory}, query...)
+		}
+		for _, q := range query {
+			params = append(params, map[string]any{"name": q.name, "in": "query", "description": q.about,
+				"schema": map[string]any{"type": q.kind}})
+		}
+		if o.stream {
+			params = append(params, map[string]any{"name": "Last-Event-ID", "in": "header",
+				"description": "resume after this seq", "schema": map[string]any{"type": "string"}})
+		}
+		responses := map[string]any{"default": errResp}
+		status, ok := "200", map[string]any{"description": "OK"}
+		switch {
+		case o.stream:
+			ev := "#/components/schemas/Event"
+			if o.global {
+				ev = "#/components/schemas/GlobalEvent"
+			}
+			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"$ref": ev}}}
+		case o.text:
+			ok["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}
+		case o.status == http.StatusNoContent:
+			status, ok["description"] = "204", "Admitted: the prompt is durable and its run will start."
+		case o.status == http.StatusBadRequest:
+			status, ok = "400", errResp
+		case o.resp != nil:
+			ok["content"] = map[string]any{"application/json": map[string]any{"schema": set.Of(o.resp)}}
+		}
+		responses[status] = ok
 		op := map[string]any{
 			"summary":     rt.summary,
 			"operationId": operationID(rt.method, rt.pattern),
-			"responses": map[string]any{
-				"200":     map[string]any{"description": "OK"},
-				"default": errResp,
-			},
+			"responses":   responses,
+			"tags":        []string{"opencode"},
 		}
 		if rt.native {
 			op["tags"] = []string{"agentd"}
-		} else {
-			op["tags"] = []string{"opencode"}
 		}
 		if len(params) > 0 {
 			op["parameters"] = params
+		}
+		if o.body != nil {
+			op["requestBody"] = map[string]any{"required": true,
+				"content": map[string]any{"application/json": map[string]any{"schema": set.OfRequest(o.body)}}}
 		}
 		item[strings.ToLower(rt.method)] = op
 	}
 	return map[string]any{
 		"openapi": "3.1.0",
-		"info":    map[string]any{"title": "agentd", "version": s.cfg.Version, "description": "Headless server for AI coding-agent sessions, compatible with opencode's session API."},
-		"paths":   paths,
-		"components": map[string]any{"schemas": map[string]any{"Error": map[string]any{
-			"type": "object", "required": []string{"name", "data"},
-			"properties": map[string]any{
-				"name": map[string]any{"type": "string"},
-				"data": map[string]any{"type": "object", "required": []string{"message"}, "properties": map[string]any{"message": map[string]any{"type": "string"}}},
-			},
-		}}},
+		"info": map[string]any{"title": "agentd", "version": s.cfg.Version,
+			"description": "Headless server for AI coding-agent sessions, compatible with opencode's session API."},
+		"paths":      paths,
+		"components": map[string]any{"schemas": set.Components()},
 	}
 }
 

@@ -171,7 +171,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/mcp", "The configured MCP servers and whether each is connected.", false, s.mcpStatus},
 		{"GET", "/provider/auth", "Provider login methods (none: keys come from the configuration).", false, fixed(struct{}{})},
 		{"GET", "/experimental/capabilities", "Optional capabilities of the server.", false, fixed(map[string]bool{"backgroundSubagents": false})},
-		{"GET", "/experimental/console", "opencode console state (not used by agentd).", false, fixed(map[string]any{"consoleManagedProviders": []string{}, "switchableOrgCount": 0})},
+		{"GET", "/experimental/console", "opencode console state (not used by agentd).", false, fixed(consoleJSON{ConsoleManagedProviders: []string{}})},
 		{"GET", "/experimental/resource", "MCP resources (none).", false, fixed(struct{}{})},
 		{"GET", "/experimental/workspace", "Workspaces (none).", false, fixed([]struct{}{})},
 		{"GET", "/experimental/workspace/status", "Workspace connections (none).", false, fixed([]struct{}{})},

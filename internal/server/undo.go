@@ -29,11 +29,14 @@ func (s *Server) undoErr(err error, sessionID string) *apiError {
 	return s.storeErr(err, "session "+sessionID)
 }
 
+// revertBody is the request of POST /session/{id}/revert.
+type revertBody struct {
+	MessageID string `json:"messageID" doc:"required"`
+	PartID    string `json:"partID"`
+}
+
 func (s *Server) revert(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		MessageID string `json:"messageID"`
-		PartID    string `json:"partID"`
-	}
+	var in revertBody
 	if e := decodeJSON(r, &in, false); e != nil {
 		return e
 	}
@@ -76,10 +79,13 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
+// forkBody is the request of POST /session/{id}/fork.
+type forkBody struct {
+	MessageID string `json:"messageID"`
+}
+
 func (s *Server) fork(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		MessageID string `json:"messageID"`
-	}
+	var in forkBody
 	if e := decodeJSON(r, &in, true); e != nil {
 		return e
 	}
@@ -95,16 +101,19 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
+// shellBody is the request of POST /session/{id}/shell.
+type shellBody struct {
+	MessageID string         `json:"messageID"`
+	Agent     string         `json:"agent"`
+	Model     *core.ModelRef `json:"model"`
+	Command   string         `json:"command" doc:"required"`
+}
+
 // shell runs the user's own command in the session (opencode's shell
 // mode) and answers, once it has run, with the assistant message holding
 // the bash call and its output.
 func (s *Server) shell(w http.ResponseWriter, r *http.Request) *apiError {
-	var in struct {
-		MessageID string         `json:"messageID"`
-		Agent     string         `json:"agent"`
-		Model     *core.ModelRef `json:"model"`
-		Command   string         `json:"command"`
-	}
+	var in shellBody
 	if e := decodeJSON(r, &in, false); e != nil {
 		return e
 	}

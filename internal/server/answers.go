@@ -1,0 +1,95 @@
+package server
+
+import "github.com/agentd/agentd/internal/workspace"
+
+// The answers of the routes whose shape is the server's own, named so
+// that the API document (openapi.go) describes exactly what is written.
+
+// healthJSON is GET /global/health's answer; Error is set, with 503,
+// when the node cannot keep what it is given.
+type healthJSON struct {
+	Healthy bool   `json:"healthy"`
+	Version string `json:"version"`
+	Error   string `json:"error,omitempty"`
+}
+
+// nodeJSON is GET /node's answer.
+type nodeJSON struct {
+	Node     string `json:"node"`
+	Database string `json:"database"`
+	Leases   int    `json:"leases"`
+	Version  string `json:"version"`
+}
+
+// configProvidersJSON is GET /config/providers' answer.
+type configProvidersJSON struct {
+	Providers []providerJSON    `json:"providers"`
+	Default   map[string]string `json:"default"`
+}
+
+// providerListJSON is GET /provider's answer.
+type providerListJSON struct {
+	All       []providerJSON    `json:"all"`
+	Default   map[string]string `json:"default"`
+	Connected []string          `json:"connected"`
+}
+
+// pathJSON is GET /path's answer.
+type pathJSON struct {
+	Home      string `json:"home"`
+	State     string `json:"state"`
+	Config    string `json:"config"`
+	Worktree  string `json:"worktree"`
+	Directory string `json:"directory"`
+}
+
+// projectJSON is GET /project/current's answer: opencode's "global"
+// project, named for its git repository when there is one.
+type projectJSON struct {
+	ID        string      `json:"id"`
+	Worktree  string      `json:"worktree"`
+	VCS       string      `json:"vcs,omitempty"`
+	Name      string      `json:"name,omitempty"`
+	Sandboxes []string    `json:"sandboxes"`
+	Time      projectTime `json:"time"`
+}
+
+type projectTime struct {
+	Created int64 `json:"created"`
+	Updated int64 `json:"updated"`
+}
+
+// vcsJSON is GET /vcs's answer.
+type vcsJSON struct {
+	Branch string `json:"branch,omitempty"`
+}
+
+// locationJSON is opencode's LocationInfo of a directory.
+type locationJSON struct {
+	Directory string          `json:"directory"`
+	Project   locationProject `json:"project"`
+}
+
+type locationProject struct {
+	ID        string `json:"id"`
+	Directory string `json:"directory"`
+}
+
+// entriesJSON is the answer of opencode's next API's file routes.
+type entriesJSON struct {
+	Location locationJSON      `json:"location"`
+	Data     []workspace.Entry `json:"data"`
+}
+
+// emptyListJSON is the answer of opencode's next API's routes agentd has
+// no items for.
+type emptyListJSON struct {
+	Location locationJSON `json:"location"`
+	Data     []struct{}   `json:"data"`
+}
+
+// consoleJSON is GET /experimental/console's answer.
+type consoleJSON struct {
+	ConsoleManagedProviders []string `json:"consoleManagedProviders"`
+	SwitchableOrgCount      int      `json:"switchableOrgCount"`
+}

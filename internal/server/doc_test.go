@@ -1,0 +1,281 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/server"
+)
+
+// TestDocDescribesEveryAnswer sends every route of the document a request
+// and checks the answer against the document's schema for it: the
+// success body against the route's response schema, the request against
+// its request schema. A route added without its document entry, or whose
+// answer drifts from the type the document names, fails here.
+func TestDocDescribesEveryAnswer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("alpha\nbeta\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := app.Config{DBPath: filepath.Join(t.TempDir(), "a.db"), Host: "127.0.0.1", Version: "test", Directory: dir,
+		Security: server.Security{LoopbackOnly: true}, Logger: slog.New(slog.DiscardHandler)}
+	cfg.Engine.Questions = true
+	a, err := app.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Stop(t.Context()) })
+	base := a.URL()
+
+	raw := call(t, "GET", base+"/doc", "", nil).body
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("doc.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	// Every component compiles: its references resolve.
+	for name := range d.Components.Schemas {
+		if _, err := c.Compile("doc.json#/components/schemas/" + name); err != nil {
+			t.Errorf("component %s: %v", name, err)
+		}
+	}
+	schema := func(ptr string) *jsonschema.Schema {
+		t.Helper()
+		frag := strings.NewReplacer("~", "~0", "/", "~1").Replace
+		parts := strings.Split(ptr, "\x00")
+		for i := range parts {
+			parts[i] = frag(parts[i])
+		}
+		loc := "doc.json#/" + strings.NewReplacer("{", "%7B", "}", "%7D").Replace(strings.Join(parts, "/"))
+		s, err := c.Compile(loc)
+		if err != nil {
+			t.Fatalf("compile %s: %v", ptr, err)
+		}
+		return s
+	}
+	check := func(what string, s *jsonschema.Schema, body []byte) {
+		t.Helper()
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+		if err != nil {
+			t.Errorf("%s: not JSON: %.200s", what, body)
+			return
+		}
+		if err := s.Validate(v); err != nil {
+			t.Errorf("%s does not match the document: %v\n%.400s", what, err, body)
+		}
+	}
+
+	// Fixtures: a session with a finished turn, pending permission
+	// requests and questions, sessions to delete and revert.
+	mustJSON := func(method, path, body string) map[string]any {
+		t.Helper()
+		r := call(t, method, base+path, body, nil)
+		if r.status/100 != 2 {
+			t.Fatalf("%s %s: %d %s", method, path, r.status, r.body)
+		}
+		var m map[string]any
+		json.Unmarshal(r.body, &m)
+		return m
+	}
+	session := func() string { return mustJSON("POST", "/session", `{}`)["id"].(string) }
+	s1 := session()
+	turn := mustJSON("POST", "/session/"+s1+"/message", `{"parts":[{"type":"text","text":"tool:list:{}\nreply:done"}]}`)
+	runID := turn["info"].(map[string]any)["id"].(string)
+	msgs := call(t, "GET", base+"/session/"+s1+"/message", "", nil)
+	var list []struct {
+		Info struct{ ID, Role string }
+	}
+	json.Unmarshal(msgs.body, &list)
+	userMsg := list[0].Info.ID
+	runs := call(t, "GET", base+"/session/"+s1+"/run", "", nil)
+	var runList []struct{ ID string }
+	json.Unmarshal(runs.body, &runList)
+	runID = runList[0].ID
+
+	waitFor := func(path, field string, n int) []string {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			var items []map[string]any
+			json.Unmarshal(call(t, "GET", base+path, "", nil).body, &items)
+			if len(items) >= n {
+				var ids []string
+				for _, it := range items {
+					ids = append(ids, it[field].(string))
+				}
+				return ids
+			}
+		}
+		t.Fatalf("fewer than %d items at %s", n, path)
+		return nil
+	}
+	sPerm := session()
+	for _, cmd := range []string{"echo one", "echo two"} {
+		sid := sPerm
+		if cmd == "echo two" {
+			sid = session()
+		}
+		text, _ := json.Marshal(fmt.Sprintf(`tool:bash:{"command":%q}`, cmd) + "\nreply:ok")
+		if r := call(t, "POST", base+"/session/"+sid+"/prompt_async", `{"parts":[{"type":"text","text":`+string(text)+`}]}`, nil); r.status != 204 {
+			t.Fatalf("prompt: %d %s", r.status, r.body)
+		}
+	}
+	perms := waitFor("/permission", "id", 2)
+	permSession := map[string]string{}
+	{
+		var items []map[string]any
+		json.Unmarshal(call(t, "GET", base+"/permission", "", nil).body, &items)
+		for _, it := range items {
+			permSession[it["id"].(string)] = it["sessionID"].(string)
+		}
+	}
+	ask := `tool:question:{"questions":[{"question":"Which?","header":"Pick","options":[{"label":"A","description":"a"}]}]}` + "\nreply:ok"
+	for range 2 {
+		b, _ := json.Marshal(ask)
+		call(t, "POST", base+"/session/"+session()+"/prompt_async", `{"parts":[{"type":"text","text":`+string(b)+`}]}`, nil)
+	}
+	questions := waitFor("/question", "id", 2)
+	doomed := session()
+
+	type recipe struct {
+		path, body string
+	}
+	recipes := map[string]recipe{
+		"POST /session":                                 {body: `{"title":"doc"}`},
+		"PATCH /session/{id}":                           {body: `{"title":"renamed"}`},
+		"DELETE /session/{id}":                          {path: "/session/" + doomed},
+		"POST /session/{id}/message":                    {body: `{"parts":[{"type":"text","text":"reply:again"}]}`},
+		"POST /session/{id}/prompt_async":               {body: `{"parts":[{"type":"text","text":"reply:async"}]}`},
+		"POST /session/{id}/command":                    {body: `{"command":"review","arguments":""}`},
+		"POST /session/{id}/summarize":                  {body: `{}`},
+		"POST /session/{id}/wait":                       {path: "/session/" + s1 + "/wait?timeout=20s"},
+		"POST /question/{requestID}/reply":              {path: "/question/" + questions[0] + "/reply", body: `{"answers":[["A"]]}`},
+		"POST /question/{requestID}/reject":             {path: "/question/" + questions[1] + "/reject"},
+		"POST /permission/{requestID}/reply":            {path: "/permission/" + perms[0] + "/reply", body: `{"reply":"once"}`},
+		"POST /session/{id}/permissions/{permissionID}": {path: "/session/" + permSession[perms[1]] + "/permissions/" + perms[1], body: `{"response":"reject"}`},
+		"POST /session/{id}/revert":                     {body: `{"messageID":"` + userMsg + `"}`},
+		"POST /session/{id}/fork":                       {body: `{}`},
+		"POST /session/{id}/shell":                      {body: `{"command":"echo shell","agent":"build"}`},
+		"POST /session/{id}/init":                       {body: `{}`},
+		"GET /find":                                     {path: "/find?pattern=alpha"},
+		"GET /find/file":                                {path: "/find/file?query=notes"},
+		"GET /file/content":                             {path: "/file/content?path=notes.txt"},
+		"GET /api/fs/find":                              {path: "/api/fs/find?query=notes"},
+	}
+	type route struct{ method, pattern string }
+	var routes []route
+	for pattern, item := range d.Paths {
+		for method := range item {
+			routes = append(routes, route{strings.ToUpper(method), pattern})
+		}
+	}
+	order := func(r route) string {
+		// Reverts before their undo, deletions last.
+		switch {
+		case r.pattern == "/session/{id}/unrevert":
+			return "z1"
+		case r.method == "DELETE":
+			return "z2"
+		}
+		return "a" + r.pattern + r.method
+	}
+	sort.Slice(routes, func(i, j int) bool { return order(routes[i]) < order(routes[j]) })
+	for _, rt := range routes {
+		key := rt.method + " " + rt.pattern
+		rc := recipes[key]
+		path := rc.path
+		if path == "" {
+			path = strings.NewReplacer("{id}", s1, "{messageID}", userMsg, "{runID}", runID, "{projectID}", "global").Replace(rt.pattern)
+		}
+		if strings.Contains(path, "{") {
+			t.Errorf("%s: no request written for this route (add a recipe)", key)
+			continue
+		}
+		var op struct {
+			RequestBody json.RawMessage            `json:"requestBody"`
+			Responses   map[string]json.RawMessage `json:"responses"`
+		}
+		json.Unmarshal(d.Paths[rt.pattern][strings.ToLower(rt.method)], &op)
+		ptr := "paths\x00" + rt.pattern + "\x00" + strings.ToLower(rt.method)
+		if rc.body != "" {
+			if op.RequestBody == nil {
+				t.Errorf("%s takes a body the document does not describe", key)
+			} else {
+				check(key+" request", schema(ptr+"\x00requestBody\x00content\x00application/json\x00schema"), []byte(rc.body))
+			}
+		}
+		if _, stream := op.Responses["200"]; stream && strings.HasSuffix(rt.pattern, "event") {
+			checkStream(t, base+path, check, schema(ptr+"\x00responses\x00200\x00content\x00text/event-stream\x00schema"))
+			continue
+		}
+		if rt.method != "GET" && strings.Contains(path, s1) {
+			// One turn at a time: the previous request's run ends first.
+			call(t, "POST", base+"/session/"+s1+"/wait?timeout=20s", "", nil)
+		}
+		r := call(t, rt.method, base+path, rc.body, nil)
+		status := fmt.Sprint(r.status)
+		if _, ok := op.Responses[status]; !ok {
+			if r.status < 400 {
+				t.Errorf("%s answered %d, which the document does not list: %.300s", key, r.status, r.body)
+				continue
+			}
+			// Errors are the default answer; the route's own must succeed.
+			t.Errorf("%s failed: %d %.300s", key, r.status, r.body)
+			status = "default"
+		}
+		ct := r.header.Get("Content-Type")
+		switch {
+		case r.status == http.StatusNoContent:
+		case strings.HasPrefix(ct, "application/json"):
+			check(fmt.Sprintf("%s answer %d", key, r.status), schema(ptr+"\x00responses\x00"+status+"\x00content\x00application/json\x00schema"), r.body)
+		case strings.HasPrefix(ct, "text/plain") && rt.pattern == "/metrics":
+		default:
+			t.Errorf("%s answered %s", key, ct)
+		}
+	}
+}
+
+// checkStream reads an event stream's first event and checks it.
+func checkStream(t *testing.T, url string, check func(string, *jsonschema.Schema, []byte), s *jsonschema.Schema) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 1<<20))
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			check(url+" event", s, []byte(data))
+			return
+		}
+	}
+	t.Errorf("%s: no event", url)
+}
