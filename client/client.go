@@ -429,11 +429,13 @@ func (c *Client) RunOf(ctx context.Context, sessionID, messageID string) (string
 }
 
 // Event is one event received from a stream. Seq is 0 for live-only
-// events, except server.connected, the first of every stream, whose Seq is
-// the log's head when the stream opened (X-Agentd-Seq): durable events at
-// or below it happened before.
+// events.
 type Event struct {
-	Seq        int64
+	Seq int64
+	// Head is set on server.connected, the first event of every stream:
+	// the log's head when the stream opened (X-Agentd-Seq). Durable
+	// events at or below it happened before the stream.
+	Head       int64
 	ID         string          `json:"id"`
 	Type       string          `json:"type"`
 	Properties json.RawMessage `json:"properties"`
@@ -469,7 +471,7 @@ func (c *Client) Events(ctx context.Context, sessionID string, after int64, hasA
 	head, _ := strconv.ParseInt(resp.Header.Get("X-Agentd-Seq"), 10, 64)
 	return ReadSSE(resp.Body, func(ev Event) error {
 		if ev.Type == core.EventServerConnected {
-			ev.Seq = head
+			ev.Head = head
 		}
 		return fn(ev)
 	})

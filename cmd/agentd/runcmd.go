@@ -332,7 +332,7 @@ func stream(ctx context.Context, c *client.Client, sid string, out *printer) err
 				// The head when first opened is where a resume starts
 				// when no durable event came before the drop.
 				if !resumed {
-					last = ev.Seq
+					last = ev.Head
 				}
 			case ev.Seq > 0:
 				last = ev.Seq

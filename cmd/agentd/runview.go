@@ -107,7 +107,7 @@ func (p *printer) handle(ev client.Event) error {
 		p.mu.Lock()
 		if !p.isConn {
 			p.isConn = true
-			p.head = ev.Seq
+			p.head = ev.Head
 			close(p.connected)
 		}
 		p.mu.Unlock()

@@ -31,7 +31,7 @@ func providerNode(t *testing.T, npm string) (*node, *fakellm.Server) {
 	    "fake": {
 	      "npm": "` + npm + `",
 	      "name": "Fake",
-	      "options": {"baseURL": "` + base + `", "apiKey": "{env:AGENTD_TEST_NO_SUCH_VAR}test-key", "timeout": 60000},
+	      "options": {"baseURL": "` + base + `", "apiKey": "test-key", "timeout": 60000},
 	      "models": {
         "fake-model": {"name": "Fake Model", "limit": {"context": 100000, "output": 4096}},
         "thinking-model": {"name": "Fake Thinking", "limit": {"context": 100000, "output": 4096},
