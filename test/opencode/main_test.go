@@ -21,12 +21,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/agentd/agentd/internal/testenv"
 )
 
 var (
@@ -57,6 +58,7 @@ func setup() (int, error) {
 			return 0, fmt.Errorf("no opencode binary: run npm ci in test/compat or set AGENTD_OPENCODE")
 		}
 		fmt.Println("skipping: no opencode binary (npm ci in test/compat, or set AGENTD_OPENCODE)")
+		testenv.Announce()
 		return 0, nil
 	}
 	raw, err := fetchDoc(opencodeBin)
@@ -69,24 +71,7 @@ func setup() (int, error) {
 	return -1, nil
 }
 
-func findOpencode() string {
-	if p := os.Getenv("AGENTD_OPENCODE"); p != "" {
-		return p
-	}
-	_, file, _, _ := runtime.Caller(0)
-	nm := filepath.Join(filepath.Dir(file), "..", "compat", "node_modules")
-	for _, p := range []string{
-		filepath.Join(nm, "opencode-linux-x64", "bin", "opencode"),
-		filepath.Join(nm, "opencode-linux-x64-baseline", "bin", "opencode"),
-		filepath.Join(nm, "opencode-linux-arm64", "bin", "opencode"),
-		filepath.Join(nm, "opencode-darwin-arm64", "bin", "opencode"),
-	} {
-		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
-}
+func findOpencode() string { return testenv.OpencodeBinary() }
 
 // opencodeEnv is the environment of an opencode process: a private home
 // and XDG directories under dir, and everything that would reach the

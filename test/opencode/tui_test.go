@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/testenv"
 )
 
 // tui is opencode's TUI (`opencode attach URL`) running in a detached tmux
@@ -25,7 +26,7 @@ func startTUI(t *testing.T, n *node) *tui {
 		if os.Getenv("AGENTD_OPENCODE_REQUIRED") != "" {
 			t.Fatal("tmux is not installed")
 		}
-		t.Skip("tmux is not installed")
+		testenv.Skip(t, testenv.Tmux, "tmux is not installed")
 	}
 	home := t.TempDir()
 	env := opencodeEnv(home)

@@ -29,6 +29,7 @@ import (
 	"github.com/agentd/agentd/internal/fakellm"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/sqlite"
+	"github.com/agentd/agentd/internal/testenv"
 )
 
 type server struct {
@@ -129,7 +130,7 @@ func TestTorture(t *testing.T) {
 // tortureSeconds skips unless AGENTD_TORTURE=1 and returns the test's length.
 func tortureSeconds(t *testing.T) int {
 	if os.Getenv("AGENTD_TORTURE") != "1" {
-		t.Skip("set AGENTD_TORTURE=1 to run the crash torture test")
+		testenv.Skip(t, testenv.Torture, "the crash torture test runs on request")
 	}
 	seconds := 60
 	if v, err := strconv.Atoi(os.Getenv("AGENTD_TORTURE_SECONDS")); err == nil && v > 0 {

@@ -29,6 +29,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentd/agentd/internal/testbin"
+	"github.com/agentd/agentd/internal/testenv"
 )
 
 // agentd is the real binary serving one database on a fixed port, so that
@@ -138,7 +139,7 @@ func chromium(t *testing.T) string {
 	if os.Getenv("AGENTD_BROWSER_REQUIRED") == "1" {
 		t.Fatal("no Chromium on PATH (apt-get install chromium)")
 	}
-	t.Skip("no Chromium on PATH; set AGENTD_BROWSER_REQUIRED=1 to fail instead")
+	testenv.Skip(t, testenv.Browser, "no Chromium on PATH (AGENTD_BROWSER_REQUIRED=1 fails instead)")
 	return ""
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/testenv"
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 )
@@ -25,7 +26,7 @@ func URL(t testing.TB) string {
 	t.Helper()
 	u := os.Getenv(Env)
 	if u == "" {
-		t.Skip("no PostgreSQL to test against: set " + Env + " (scripts/postgres.sh start DIR prints one)")
+		testenv.Skip(t, testenv.Postgres, "no PostgreSQL to test against")
 	}
 	return u
 }
