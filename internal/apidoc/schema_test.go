@@ -22,6 +22,8 @@ type Tree struct {
 	hidden int
 }
 
+var _ = Tree{hidden: 1} // an unexported field, which the schema leaves out
+
 type embedded struct {
 	Flat bool `json:"flat"`
 }

@@ -106,8 +106,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	}
 	session := func() string { return mustJSON("POST", "/session", `{}`)["id"].(string) }
 	s1 := session()
-	turn := mustJSON("POST", "/session/"+s1+"/message", `{"parts":[{"type":"text","text":"tool:list:{}\nreply:done"}]}`)
-	runID := turn["info"].(map[string]any)["id"].(string)
+	mustJSON("POST", "/session/"+s1+"/message", `{"parts":[{"type":"text","text":"tool:list:{}\nreply:done"}]}`)
 	msgs := call(t, "GET", base+"/session/"+s1+"/message", "", nil)
 	var list []struct {
 		Info struct{ ID, Role string }
@@ -117,7 +116,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	runs := call(t, "GET", base+"/session/"+s1+"/run", "", nil)
 	var runList []struct{ ID string }
 	json.Unmarshal(runs.body, &runList)
-	runID = runList[0].ID
+	runID := runList[0].ID
 
 	waitFor := func(path, field string, n int) []string {
 		t.Helper()
