@@ -19,21 +19,12 @@ import (
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/fakellm"
+	"github.com/agentd/agentd/internal/testbin"
 	"golang.org/x/sys/unix"
 )
 
-// The tests run agentd as a real process: this test binary, re-executed
-// with childEnv set, is agentd (main's run), so that exit codes, signals,
-// terminals and environment are the real ones without a separate build.
-const childEnv = "AGENTD_CLI_TEST_CHILD"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		os.Exit(run(os.Args[1:]))
-	}
-	os.Exit(m.Run())
-}
-
+// The tests drive the built binary as a user would: its exit codes,
+// signals, terminal and environment are the real ones.
 // cli is one isolated user: their own home, configuration and data
 // directories, and a working directory.
 type cli struct {
@@ -59,7 +50,7 @@ func newCLI(t *testing.T) *cli {
 		}
 		c.env = append(c.env, kv)
 	}
-	c.env = append(c.env, childEnv+"=1", "HOME="+filepath.Join(root, "home"),
+	c.env = append(c.env, "HOME="+filepath.Join(root, "home"),
 		"XDG_CONFIG_HOME="+filepath.Join(root, "config"), "XDG_DATA_HOME="+filepath.Join(root, "data"))
 	return c
 }
@@ -85,11 +76,7 @@ func (r result) String() string {
 }
 
 func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
-	exe, err := os.Executable()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd := exec.CommandContext(ctx, testbin.Agentd(c.t), args...)
 	cmd.Dir, cmd.Env = c.dir, c.env
 	return cmd
 }
