@@ -4,50 +4,31 @@
 // binary; otherwise the script builds one with go build).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { createOpencodeClient } from "@opencode-ai/sdk";
 import { createOpencodeClient as createV2 } from "@opencode-ai/sdk/v2";
+import { startAgentd } from "./harness.mjs";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-let proc, baseUrl, dir, client, v2;
+let baseUrl, dir, client, v2, stop;
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agentd-compat-"));
-  let bin = process.env.AGENTD_BIN;
-  if (!bin) {
-    bin = join(dir, "agentd");
-    execFileSync("go", ["build", "-o", bin, "./cmd/agentd"], { cwd: root, stdio: "inherit" });
-  }
   // A custom command and an MCP server that cannot start, for the
   // command and MCP routes.
-  const config = join(dir, "agentd.json");
-  writeFileSync(config, JSON.stringify({
-    command: { greet: { template: "reply:hello $ARGUMENTS", description: "Greets" } },
-    mcp: { missing: { type: "local", command: [join(dir, "no-such-mcp-server")], timeout: 2000 } },
+  ({ baseUrl, dir, stop } = await startAgentd([], (d) => {
+    const config = join(d, "agentd.json");
+    writeFileSync(config, JSON.stringify({
+      command: { greet: { template: "reply:hello $ARGUMENTS", description: "Greets" } },
+      mcp: { missing: { type: "local", command: [join(d, "no-such-mcp-server")], timeout: 2000 } },
+    }));
+    return ["--config", config];
   }));
-  proc = spawn(bin, ["serve", "--port", "0", "--db", join(dir, "agentd.db"), "--config", config], { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
-  baseUrl = await new Promise((resolve, reject) => {
-    let buf = "";
-    const timer = setTimeout(() => reject(new Error("agentd did not start: " + buf)), 20000);
-    proc.stderr.on("data", (d) => {
-      buf += d.toString();
-      const m = buf.match(/url=(http:\/\/[^\s]+)/);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    proc.on("exit", (code) => reject(new Error(`agentd exited ${code}: ${buf}`)));
-  });
   client = createOpencodeClient({ baseUrl });
   v2 = createV2({ baseUrl });
 });
 
-after(() => {
-  proc?.kill("SIGTERM");
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => stop?.());
 
 const idRe = (p) => new RegExp(`^${p}_[0-9a-f]{12}[0-9A-Za-z]{14}$`);
 
