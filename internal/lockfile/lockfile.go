@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // ErrHeld is wrapped by Acquire when another process holds the lock.
@@ -36,9 +37,16 @@ type Lock struct {
 	once sync.Once
 }
 
+// reaperWait bounds how long Acquire waits for a dead server's reaper,
+// which holds the lock until it has ended the server's tools.
+var reaperWait = 30 * time.Second
+
 // Acquire takes the lock on the database file at dbPath (creating an
-// empty one, which SQLite treats as a new database), or fails at once
-// with an error wrapping ErrHeld that names the holder.
+// empty one, which SQLite treats as a new database), or fails with an
+// error wrapping ErrHeld that names the holder. It fails at once while the
+// server that took the lock lives; when that server is dead, the holder is
+// its tool reaper finishing its sweep (a restart right after a kill -9),
+// and Acquire waits for it.
 func Acquire(dbPath string) (*Lock, error) {
 	real, err := resolve(dbPath)
 	if err != nil {
@@ -49,17 +57,27 @@ func Acquire(dbPath string) (*Lock, error) {
 		return nil, fmt.Errorf("open database %s (is its directory writable?): %w", real, err)
 	}
 	descPath := real + ".lock"
-	if err := syscall.Flock(int(db.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		db.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			owner, _ := os.ReadFile(descPath)
-			who := strings.TrimSpace(string(owner))
-			if who == "" {
-				who = "another process (through another path to this file)"
-			}
-			return nil, fmt.Errorf("%s: %w: %s", real, ErrHeld, who)
+	deadline := time.Now().Add(reaperWait)
+	for {
+		err := syscall.Flock(int(db.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
 		}
-		return nil, fmt.Errorf("lock %s: %w", real, err)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			db.Close()
+			return nil, fmt.Errorf("lock %s: %w", real, err)
+		}
+		owner, _ := os.ReadFile(descPath)
+		who := strings.TrimSpace(string(owner))
+		if holderDead(who) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		db.Close()
+		if who == "" {
+			who = "another process (through another path to this file)"
+		}
+		return nil, fmt.Errorf("%s: %w: %s", real, ErrHeld, who)
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(db.Fd()), &st); err != nil {
@@ -159,4 +177,14 @@ func (l *Lock) Release() {
 		_ = syscall.Flock(int(l.db.Fd()), syscall.LOCK_UN)
 		_ = l.db.Close()
 	})
+}
+
+// holderDead reports whether the description names a server process that
+// no longer exists.
+func holderDead(who string) bool {
+	var pid int
+	if _, err := fmt.Sscanf(who, "agentd pid %d", &pid); err != nil || pid <= 0 {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }

@@ -137,3 +137,36 @@ func TestCheckNoticesReplacement(t *testing.T) {
 	}
 	l2.Release()
 }
+
+// TestWaitsForADeadServersReaper: a restart right after a kill -9 finds
+// the lock held by the dead server's reaper (which keeps it until the
+// server's tools are gone) and waits for it, where a live holder is
+// refused at once.
+func TestWaitsForADeadServersReaper(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	held, err := Acquire(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder's description names a process that has exited.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".lock", []byte("agentd pid "+strconv.Itoa(gone.Process.Pid)+" serving http://127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan time.Time, 1)
+	time.AfterFunc(300*time.Millisecond, func() {
+		released <- time.Now()
+		held.Release()
+	})
+	l, err := Acquire(path)
+	if err != nil {
+		t.Fatalf("a dead server's lock was not waited for: %v", err)
+	}
+	if time.Now().Before(<-released) {
+		t.Error("acquired before the reaper let go")
+	}
+	l.Release()
+}

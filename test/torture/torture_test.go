@@ -39,6 +39,7 @@ type server struct {
 	dir     string
 	mu      sync.Mutex
 	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has been waited for
 	url     string
 	kills   int
 	logFile *os.File
@@ -52,6 +53,11 @@ func (s *server) start() {
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
 	c := client.New(s.url)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -61,22 +67,36 @@ func (s *server) start() {
 		if err == nil {
 			break
 		}
+		select {
+		case <-exited:
+			s.t.Fatalf("agentd exited at start (%v); its log ends:\n%s", cmd.ProcessState, s.logTail())
+		default:
+		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("agentd did not come up: %v", err)
+			s.t.Fatalf("agentd did not come up: %v; its log ends:\n%s", err, s.logTail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.mu.Lock()
-	s.cmd = cmd
+	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
+}
+
+// logTail is the end of the servers' log.
+func (s *server) logTail() string {
+	b, _ := os.ReadFile(s.logFile.Name())
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
 }
 
 func (s *server) kill() {
 	s.mu.Lock()
-	cmd := s.cmd
+	cmd, exited := s.cmd, s.exited
 	s.mu.Unlock()
 	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
+	<-exited
 	s.kills++
 }
 
@@ -89,10 +109,10 @@ func (s *server) signal(sig os.Signal) {
 
 func (s *server) stop() {
 	s.mu.Lock()
-	cmd := s.cmd
+	cmd, exited := s.cmd, s.exited
 	s.mu.Unlock()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Wait()
+	<-exited
 }
 
 func freePort(t *testing.T) int {
