@@ -28,7 +28,7 @@ func newStore(t *testing.T, o Options) *Store {
 	return s
 }
 
-func write(t *testing.T, dir, name, body string) {
+func write(t testing.TB, dir, name, body string) {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

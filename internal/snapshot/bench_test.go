@@ -1,0 +1,74 @@
+package snapshot
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// benchWorkspace is a project of n files of about 4 KB each.
+func benchWorkspace(b *testing.B, n int) string {
+	b.Helper()
+	dir := b.TempDir()
+	body := strings.Repeat("a line of source code, more or less\n", 110)
+	for i := range n {
+		write(b, dir, fmt.Sprintf("pkg%d/file%d.go", i%50, i), body)
+	}
+	return dir
+}
+
+// BenchmarkTrack is what a step pays to snapshot a 1,000-file workspace
+// in which one file changed since the last snapshot.
+func BenchmarkTrack(b *testing.B) {
+	s := New(Options{})
+	if !s.Enabled() {
+		b.Skip("git is not installed")
+	}
+	dir := benchWorkspace(b, 1000)
+	ctx := b.Context()
+	if _, err := s.Track(ctx, dir); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		write(b, dir, "pkg0/file0.go", fmt.Sprintf("changed %d\n", i))
+		if _, err := s.Track(ctx, dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDiffRestore is an undo of one step that changed ten files of a
+// 1,000-file workspace: the diff listed, then the files restored.
+func BenchmarkDiffRestore(b *testing.B) {
+	s := New(Options{})
+	if !s.Enabled() {
+		b.Skip("git is not installed")
+	}
+	dir := benchWorkspace(b, 1000)
+	ctx := b.Context()
+	before, err := s.Track(ctx, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 10 {
+		write(b, dir, fmt.Sprintf("pkg%d/file%d.go", i, i), "rewritten\n")
+	}
+	after, err := s.Track(ctx, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		files, err := s.Changed(ctx, dir, before, after)
+		if err != nil || len(files) != 10 {
+			b.Fatalf("changed %v %v", files, err)
+		}
+		if _, err := s.Diff(ctx, dir, before, after); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Restore(ctx, dir, before, files); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
