@@ -29,8 +29,8 @@ func readFile(t *testing.T, dir, name string) string {
 	return string(b)
 }
 
-// TestSnapshotsDiffRevert: each step records the workspace; a step that
-// changes files gets a patch part (and its step-finish comes after its
+// TestSnapshotsDiffRevert: a step that may change files records the
+// workspace before and after; one that changes files gets a patch part (and its step-finish comes after its
 // tool calls); the session's diff names the changes; a revert restores
 // the files and hides the messages, an unrevert brings both back, and a
 // prompt after a revert drops what was reverted for good.
@@ -57,9 +57,9 @@ func TestSnapshotsDiffRevert(t *testing.T) {
 		for _, p := range m.Parts {
 			order = append(order, p.Type)
 			switch p.Type {
-			case core.PartStepStart, core.PartStepFinish:
-				if p.Snapshot == "" {
-					t.Errorf("%s without a snapshot", p.Type)
+			case core.PartStepFinish:
+				if p.Snapshot == "" && strings.Contains(strings.Join(order, ","), "tool") {
+					t.Errorf("the step-finish of a bash step has no snapshot")
 				}
 			case core.PartPatch:
 				patches = append(patches, p.Files)
@@ -276,5 +276,33 @@ func TestShell(t *testing.T) {
 	<-done
 	if st := n.waitIdle(sid); st.Last.Reason != core.ReasonAborted {
 		t.Errorf("aborted shell: %+v", st.Last)
+	}
+}
+
+// TestNoSnapshotsWithoutChanges: turns that only talk or read (list,
+// read, grep …) take no snapshot at all; snapshots cost git processes on
+// every step, which the busiest sessions would pay for nothing.
+func TestNoSnapshotsWithoutChanges(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	dir := n.cfg.Directory
+	os.WriteFile(filepath.Join(dir, "f.txt"), []byte("v1\n"), 0o644)
+	sid := n.session()
+	n.send(sid, "reply:just talking")
+	n.send(sid, `tool:list:{}`+"\n"+`tool:read:{"filePath":"f.txt"}`+"\nreply:read it")
+	for _, m := range mustMessages(t, n, sid) {
+		for _, p := range m.Parts {
+			if p.Snapshot != "" || p.Type == core.PartPatch {
+				t.Errorf("a %s part with snapshot %q in a turn that changed nothing", p.Type, p.Snapshot)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".agentd", "snapshot")); !os.IsNotExist(err) {
+		t.Errorf("the snapshot store was created: %v", err)
+	}
+	// A turn that may change files does take them.
+	n.send(sid, bash("echo v2 > f.txt"))
+	if _, err := os.Stat(filepath.Join(dir, ".agentd", "snapshot")); err != nil {
+		t.Errorf("no snapshot store after a bash turn: %v", err)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 )
@@ -120,25 +120,71 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	if err := in.Validate(); err != nil {
 		return Admission{}, err
 	}
-	e.mu.Lock()
-	closing := e.closing || !e.started
-	e.mu.Unlock()
-	if closing {
+	if e.isClosing() {
 		return Admission{}, ErrClosed
 	}
-	ag, ok := e.agentFor(in.Agent)
-	switch {
-	case !ok:
-		return Admission{}, &InputError{fmt.Sprintf("agent: no agent %q (GET /agent lists them)", in.Agent)}
-	case !ag.Primary() && !in.subagent:
-		return Admission{}, &InputError{fmt.Sprintf("agent: %q is a subagent; it answers the task tool, not prompts", in.Agent)}
+	ag, err := e.promptAgent(in)
+	if err != nil {
+		return Admission{}, err
 	}
 	sess, err := e.st.Session(ctx, sessionID)
 	if err != nil {
 		return Admission{}, err
 	}
-	// The model: the prompt's, else the agent's, else the session's, else
-	// the server's default.
+	model, err := e.promptModel(in, ag, sess)
+	if err != nil {
+		return Admission{}, err
+	}
+	var res admitted
+	err = e.st.Tx(ctx, func(tx store.Tx) error {
+		var err error
+		res, err = e.admit(ctx, tx, sessionID, in, ag.Name, model)
+		return err
+	})
+	if err != nil {
+		return Admission{}, err
+	}
+	for _, id := range res.supersede {
+		if err := e.abortRun(ctx, id, core.ReasonSuperseded); err != nil {
+			e.log.Warn("supersede run", "run", id, "err", err)
+		}
+	}
+	adm := res.Admission
+	if adm.RunID != "" {
+		if !adm.Steered && !adm.Duplicate {
+			e.cfg.Metrics.RunStarted()
+			e.admitted(ctx, adm.RunID)
+		}
+		e.kick(sessionID)
+	}
+	if res.titled {
+		e.titleLater(sessionID, model, in.Parts)
+	}
+	return adm, nil
+}
+
+func (e *Engine) isClosing() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closing || !e.started
+}
+
+// promptAgent is the agent a prompt names: one that exists and, unless
+// the task tool sends it, a primary one.
+func (e *Engine) promptAgent(in PromptInput) (agent.Agent, error) {
+	ag, ok := e.agentFor(in.Agent)
+	switch {
+	case !ok:
+		return ag, &InputError{fmt.Sprintf("agent: no agent %q (GET /agent lists them)", in.Agent)}
+	case !ag.Primary() && !in.subagent:
+		return ag, &InputError{fmt.Sprintf("agent: %q is a subagent; it answers the task tool, not prompts", in.Agent)}
+	}
+	return ag, nil
+}
+
+// promptModel is the model that answers: the prompt's, else the agent's,
+// else the session's, else the server's default; it must resolve.
+func (e *Engine) promptModel(in PromptInput, ag agent.Agent, sess core.Session) (core.ModelRef, error) {
 	model := e.cfg.DefaultModel
 	switch {
 	case in.Model != nil:
@@ -152,8 +198,121 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		model.Variant = in.Variant
 	}
 	if _, _, err := e.models.Resolve(model); err != nil {
-		return Admission{}, &InputError{fmt.Sprintf("model: %v", err)}
+		return model, &InputError{fmt.Sprintf("model: %v", err)}
 	}
+	return model, nil
+}
+
+// admitted is what one admission transaction decided.
+type admitted struct {
+	Admission
+	// supersede are the runs an interrupt ends once the prompt is in.
+	supersede []string
+	// titled: the session still has its first title and gets one.
+	titled bool
+}
+
+// admit writes the prompt in one transaction: the user message and its
+// parts, and the run that answers it as the busy policy decides.
+func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in PromptInput, agentName string, model core.ModelRef) (admitted, error) {
+	var res admitted
+	if err := tx.LockSession(ctx, sessionID); err != nil {
+		return res, err
+	}
+	sess, err := tx.Session(ctx, sessionID)
+	if err != nil {
+		return res, err
+	}
+	if in.MessageID != "" {
+		prev, err := tx.Message(ctx, sessionID, in.MessageID)
+		if err == nil {
+			res.Admission = Admission{RunID: prev.Info.RunID, MessageID: prev.Info.ID, Duplicate: true}
+			return res, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return res, err
+		}
+	}
+	active, err := tx.ActiveRuns(ctx, sessionID)
+	if err != nil {
+		return res, err
+	}
+	w := writer{ctx: ctx, tx: tx}
+	if sess.Revert != nil && !in.NoReply {
+		if err := retireReverted(ctx, tx, &w, &sess); err != nil {
+			return res, err
+		}
+	}
+	now := e.now()
+	msg := core.Message{
+		ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,
+		Agent: agentName, Model: model, System: in.System, Format: in.Format,
+	}
+	if in.Compact {
+		msg.Agent = compactionAgent
+	}
+	if msg.ID == "" {
+		msg.ID = core.NewID(core.PrefixMessage, false)
+	}
+	pl, err := place(in, active)
+	if err != nil {
+		return res, err
+	}
+	res.MessageID, res.supersede = msg.ID, pl.supersede
+	var newRun *core.Run
+	switch {
+	case pl.steer != "":
+		msg.RunID = pl.steer
+		res.RunID, res.Steered = pl.steer, true
+	case pl.state != "":
+		newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: pl.state,
+			UserMessageID: msg.ID, Model: model, Agent: agentName, Shell: in.Shell, Time: core.RunTime{Created: now}}
+		if pl.state == core.RunRunning {
+			newRun.Time.Started = now
+		}
+		msg.RunID, res.RunID = newRun.ID, newRun.ID
+	}
+	if err := tx.InsertMessage(ctx, msg); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return res, &IDConflictError{What: "message", ID: msg.ID}
+		}
+		return res, err
+	}
+	w.messageEvent(msg)
+	if err := writePromptParts(&w, in, msg); err != nil {
+		return res, err
+	}
+	res.titled = !in.Compact && in.Shell == "" && core.IsDefaultTitle(sess.Title)
+	if newRun != nil {
+		if err := tx.InsertRun(ctx, *newRun); err != nil {
+			return res, err
+		}
+		w.runEvent(*newRun)
+		if len(active) == 0 {
+			w.status(sessionID, core.StatusOf(newRun, nil))
+		}
+	}
+	sess.Time.Updated = now
+	w.session(sess)
+	return res, w.err
+}
+
+// placement is where a prompt goes given the session's active runs.
+type placement struct {
+	// state is that of a new run answering the prompt ("" for none).
+	state string
+	// steer is the active run the prompt joins instead.
+	steer string
+	// supersede are the active runs an interrupt ends.
+	supersede []string
+}
+
+// place applies the busy policy. Nothing running: a new run, admitted
+// running (this node starts it at once: one commit less per turn; a crash
+// before its first step is recovered like any cut-off run). Something
+// running: reject, join it (steer), or a queued run after it (queue), which
+// interrupt also has the active ones end.
+func place(in PromptInput, active []core.Run) (placement, error) {
 	policy := in.Policy
 	if policy == "" {
 		policy = PolicySteer
@@ -162,214 +321,44 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		// A compaction is its own run; it waits for the running one.
 		policy = PolicyQueue
 	}
-	titled := false
-	var adm Admission
-	var supersede []string
-	err = e.st.Tx(ctx, func(tx store.Tx) error {
-		adm, supersede, titled = Admission{}, nil, false
-		if err := tx.LockSession(ctx, sessionID); err != nil {
-			return err
-		}
-		sess, err := tx.Session(ctx, sessionID)
-		if err != nil {
-			return err
-		}
-		if in.MessageID != "" {
-			prev, err := tx.Message(ctx, sessionID, in.MessageID)
-			if err == nil {
-				adm = Admission{RunID: prev.Info.RunID, MessageID: prev.Info.ID, Duplicate: true}
-				return nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-		active, err := tx.ActiveRuns(ctx, sessionID)
-		if err != nil {
-			return err
-		}
-		if sess.Revert != nil && !in.NoReply {
-			w := writer{ctx: ctx, tx: tx}
-			if err := retireReverted(ctx, tx, &w, &sess); err != nil {
-				return err
-			}
-		}
-		now := e.now()
-		msg := core.Message{
-			ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,
-			Agent: ag.Name, Model: model, System: in.System, Format: in.Format,
-		}
-		if in.Compact {
-			msg.Agent = compactionAgent
-		}
-		if msg.ID == "" {
-			msg.ID = core.NewID(core.PrefixMessage, false)
-		}
-		adm.MessageID = msg.ID
-		var newRun *core.Run
-		switch {
-		case in.NoReply:
-		case in.Shell != "" && len(active) > 0:
-			return ErrSessionBusy
-		case len(active) == 0:
-			// Nothing runs in the session: this node starts the run at once,
-			// so it is admitted running (one commit less per turn). A crash
-			// before its first step is recovered like any cut-off run.
-			newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: core.RunRunning,
-				UserMessageID: msg.ID, Model: model, Agent: ag.Name, Time: core.RunTime{Created: now, Started: now}}
-		case policy == PolicyReject:
-			return ErrBusy
-		case policy == PolicySteer:
-			msg.RunID = active[0].ID
-			adm.RunID, adm.Steered = active[0].ID, true
-		case policy == PolicyQueue, policy == PolicyInterrupt:
-			newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: core.RunQueued,
-				UserMessageID: msg.ID, Model: model, Agent: ag.Name, Time: core.RunTime{Created: now}}
-			if policy == PolicyInterrupt {
-				for _, r := range active {
-					supersede = append(supersede, r.ID)
-				}
-			}
-		}
-		if newRun != nil {
-			newRun.Shell = in.Shell
-			msg.RunID = newRun.ID
-			adm.RunID = newRun.ID
-		}
-		if err := tx.InsertMessage(ctx, msg); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return &IDConflictError{What: "message", ID: msg.ID}
-			}
-			return err
-		}
-		w := writer{ctx: ctx, tx: tx}
-		w.messageEvent(msg)
-		for _, ip := range in.Parts {
-			p := core.Part{ID: ip.ID, SessionID: sessionID, MessageID: msg.ID, Type: ip.Type,
-				Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
-			if p.ID == "" {
-				p.ID = core.NewID(core.PrefixPart, false)
-			}
-			// User text parts carry no time, as opencode's: clients such as
-			// opencode run print every text part that has ended.
-			w.part(p)
-			if errors.Is(w.err, store.ErrConflict) {
-				return &IDConflictError{What: "part", ID: p.ID}
-			}
-		}
-		if in.Compact {
-			w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: sessionID, MessageID: msg.ID, Type: core.PartCompaction})
-		}
-		titled = !in.Compact && in.Shell == "" && core.IsDefaultTitle(sess.Title)
-		if newRun != nil {
-			if err := tx.InsertRun(ctx, *newRun); err != nil {
-				return err
-			}
-			w.runEvent(*newRun)
-			if len(active) == 0 {
-				w.status(sessionID, core.StatusOf(newRun, nil))
-			}
-		}
-		sess.Time.Updated = now
-		w.session(sess)
-		return w.err
-	})
-	if err != nil {
-		return Admission{}, err
+	switch {
+	case in.NoReply:
+		return placement{}, nil
+	case in.Shell != "" && len(active) > 0:
+		return placement{}, ErrSessionBusy
+	case len(active) == 0:
+		return placement{state: core.RunRunning}, nil
+	case policy == PolicyReject:
+		return placement{}, ErrBusy
+	case policy == PolicySteer:
+		return placement{steer: active[0].ID}, nil
 	}
-	for _, id := range supersede {
-		if err := e.abortRun(ctx, id, core.ReasonSuperseded); err != nil {
-			e.log.Warn("supersede run", "run", id, "err", err)
+	pl := placement{state: core.RunQueued}
+	if policy == PolicyInterrupt {
+		for _, r := range active {
+			pl.supersede = append(pl.supersede, r.ID)
 		}
 	}
-	if adm.RunID != "" {
-		if !adm.Steered && !adm.Duplicate {
-			e.cfg.Metrics.RunStarted()
-			e.admitted(ctx, adm.RunID)
-		}
-		e.kick(sessionID)
-	}
-	if titled {
-		e.titleLater(sessionID, model, in.Parts)
-	}
-	return adm, nil
+	return pl, nil
 }
 
-// writer batches the writes of one transaction and remembers the first
-// error, so transaction bodies read as a list of changes.
-type writer struct {
-	ctx context.Context
-	tx  store.Tx
-	err error
-}
-
-func (w *writer) event(sessionID, typ string, props any) {
-	if w.err != nil {
-		return
+// writePromptParts writes the prompt's parts (and a compaction's marker).
+// User text parts carry no time, as opencode's: clients such as opencode
+// run print every text part that has ended.
+func writePromptParts(w *writer, in PromptInput, msg core.Message) error {
+	for _, ip := range in.Parts {
+		p := core.Part{ID: ip.ID, SessionID: msg.SessionID, MessageID: msg.ID, Type: ip.Type,
+			Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
+		if p.ID == "" {
+			p.ID = core.NewID(core.PrefixPart, false)
+		}
+		w.part(p)
+		if errors.Is(w.err, store.ErrConflict) {
+			return &IDConflictError{What: "part", ID: p.ID}
+		}
 	}
-	ev, err := core.NewEvent(sessionID, typ, props)
-	if err != nil {
-		w.err = fmt.Errorf("encode %s: %w", typ, err)
-		return
+	if in.Compact {
+		w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: msg.SessionID, MessageID: msg.ID, Type: core.PartCompaction})
 	}
-	w.err = w.tx.AppendEvent(w.ctx, ev)
-}
-
-func (w *writer) part(p core.Part) {
-	if w.err != nil {
-		return
-	}
-	if w.err = w.tx.PutPart(w.ctx, p); w.err == nil {
-		w.event(p.SessionID, core.EventPartUpdated, core.PartProps{SessionID: p.SessionID, Part: p, Time: time.Now().UnixMilli()})
-	}
-}
-
-// todos replaces a session's todo list and says so with opencode's event.
-func (w *writer) todos(sessionID string, todos []core.Todo) {
-	if w.err != nil {
-		return
-	}
-	if w.err = w.tx.PutTodos(w.ctx, sessionID, todos); w.err == nil {
-		w.event(sessionID, core.EventTodoUpdated, map[string]any{"sessionID": sessionID, "todos": todos})
-	}
-}
-
-func (w *writer) message(m core.Message) {
-	if w.err != nil {
-		return
-	}
-	if w.err = w.tx.PutMessage(w.ctx, m); w.err == nil {
-		w.messageEvent(m)
-	}
-}
-
-func (w *writer) messageEvent(m core.Message) {
-	w.event(m.SessionID, core.EventMessageUpdated, core.MessageProps{SessionID: m.SessionID, Info: m})
-}
-
-func (w *writer) session(s core.Session) {
-	if w.err != nil {
-		return
-	}
-	if w.err = w.tx.UpdateSession(w.ctx, s); w.err == nil {
-		w.event(s.ID, core.EventSessionUpdated, core.SessionProps{SessionID: s.ID, Info: s})
-	}
-}
-
-func (w *writer) run(r core.Run) {
-	if w.err != nil {
-		return
-	}
-	if w.err = w.tx.UpdateRun(w.ctx, r); w.err == nil {
-		w.runEvent(r)
-	}
-}
-
-func (w *writer) runEvent(r core.Run) {
-	w.event(r.SessionID, core.EventRunUpdated, core.RunProps{Run: r})
-}
-
-// status publishes session.status in opencode's strict shape.
-func (w *writer) status(sessionID string, st core.SessionStatus) {
-	w.event(sessionID, core.EventSessionStatus, core.StatusEventProps{SessionID: sessionID, Status: st.Opencode()})
+	return nil
 }

@@ -31,6 +31,9 @@ type questionTool struct{}
 
 func (questionTool) Name() string { return QuestionToolName }
 
+// ReadOnly says a question changes no file.
+func (questionTool) ReadOnly() bool { return true }
+
 func (questionTool) Description() string {
 	return "Asks the user one or more questions, each with a few choices, and returns the answers. Use it when the " +
 		"task cannot go on well without the user's decision (which of several approaches, a missing requirement); " +

@@ -71,6 +71,9 @@ func (r *runner) shellRun(ctx context.Context) (outcome, bool) {
 	if err := r.putPart(ctx, *p); err != nil {
 		return r.cancelled(ctx, err)
 	}
+	if refused == nil {
+		r.beforeChange(ctx, t)
+	}
 	if o, done := r.execTool(ctx, t, call, p, refused); done {
 		return r.settle(ctx, o)
 	}

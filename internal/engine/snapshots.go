@@ -7,14 +7,19 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/snapshot"
+	"github.com/agentd/agentd/internal/tool"
 )
 
-// Snapshots of the workspace, step by step, as opencode records them: a
-// step starts from the workspace's snapshot (on its step-start part), and
-// a step whose tools ran ends with a new one (on its step-finish part) and
-// a patch part naming the files the step changed, with the snapshot from
-// before the change, which a revert restores them from. A step without
-// tool calls changed nothing of the agent's and takes no new snapshot.
+// Snapshots of the workspace, step by step, as opencode records them, but
+// only where something may have changed: before the first call of a run
+// to a tool that may change files (bash, edit, write, a subagent, an MCP
+// tool; not read, grep, list …), and after each step that made such
+// calls. That step ends with the new snapshot (on its step-finish part)
+// and a patch part naming the files it changed, with the snapshot from
+// before the change, which a revert restores them from. Steps that only
+// talk or read take none: a snapshot costs git processes (three, tens of
+// milliseconds), which every turn of a text-only session would pay. A
+// step-start part carries the last snapshot taken, if any.
 
 // snapshotTimeout bounds one snapshot; a workspace that takes longer is
 // left unrecorded for that step.
@@ -52,22 +57,27 @@ func (e *Engine) snapshotFailed(dir string, err error) {
 	}
 }
 
-// startSnapshot is the snapshot a step starts from: the last one this
-// execution of the run took, else a new one. It is also the run's first
-// when the run has none.
-func (r *runner) startSnapshot(ctx context.Context, dir string) string {
+// beforeChange is called before a tool that may change files runs: the
+// step is marked as changing, and the workspace is snapshotted unless this
+// execution of the run already holds a snapshot (the last step's end). The
+// run's first snapshot is its start, for diffs.
+func (r *runner) beforeChange(ctx context.Context, t tool.Tool) {
+	if r.step == nil || !tool.Mutates(t) {
+		return
+	}
+	r.step.changes = true
 	if r.snap == "" {
-		r.snap = r.track(ctx, dir)
+		r.snap = r.track(ctx, r.step.msg.CWD)
 	}
 	if r.run.Snapshot == "" {
 		r.run.Snapshot = r.snap
 	}
-	return r.snap
 }
 
-// finishStep closes a step whose tool calls ran: a new snapshot, the patch
-// part of what the calls changed, then the step-finish part held back by
-// endStep. The writes ride with the runner's next transaction.
+// finishStep closes a step whose tool calls ran: for a step that may have
+// changed files, a new snapshot and the patch part of what changed; then
+// the step-finish part held back by endStep. The writes ride with the
+// runner's next transaction.
 func (r *runner) finishStep(ctx context.Context) {
 	s := r.step
 	if s == nil {
@@ -75,7 +85,7 @@ func (r *runner) finishStep(ctx context.Context) {
 	}
 	before := r.snap
 	after := ""
-	if before != "" {
+	if before != "" && s.changes {
 		after = r.track(ctx, s.msg.CWD)
 	}
 	var patch *core.Part

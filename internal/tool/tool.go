@@ -90,6 +90,20 @@ func (n Need) Decide(operator, client, granted []core.Rule) string {
 	return action
 }
 
+// ReadOnly is implemented by tools that never change files (read, grep,
+// list …). A step that calls only such tools takes no snapshot of the
+// workspace: snapshots cost git processes, and there is nothing to undo.
+type ReadOnly interface {
+	ReadOnly() bool
+}
+
+// Mutates reports whether t may change files: every tool that does not
+// say it is read-only (bash, edit, write, subagents, MCP tools).
+func Mutates(t Tool) bool {
+	ro, ok := t.(ReadOnly)
+	return !ok || !ro.ReadOnly()
+}
+
 // Permissioned is implemented by tools that need permissions. Needs must
 // not have side effects; bad input yields no needs (Run reports it).
 type Permissioned interface {

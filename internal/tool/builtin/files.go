@@ -27,6 +27,9 @@ type Read struct{}
 // Name implements tool.Tool.
 func (Read) Name() string { return "read" }
 
+// ReadOnly says read changes no file.
+func (Read) ReadOnly() bool { return true }
+
 // Description implements tool.Tool.
 func (Read) Description() string { return describe("read") }
 

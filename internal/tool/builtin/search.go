@@ -101,6 +101,9 @@ type Glob struct{}
 // Name implements tool.Tool.
 func (Glob) Name() string { return "glob" }
 
+// ReadOnly says glob changes no file.
+func (Glob) ReadOnly() bool { return true }
+
 // Description implements tool.Tool.
 func (Glob) Description() string { return describe("glob") }
 
@@ -171,6 +174,9 @@ type Grep struct {
 
 // Name implements tool.Tool.
 func (Grep) Name() string { return "grep" }
+
+// ReadOnly says grep changes no file.
+func (Grep) ReadOnly() bool { return true }
 
 // Description implements tool.Tool.
 func (Grep) Description() string { return describe("grep") }
@@ -359,6 +365,9 @@ type List struct{}
 
 // Name implements tool.Tool.
 func (List) Name() string { return "list" }
+
+// ReadOnly says list changes no file.
+func (List) ReadOnly() bool { return true }
 
 // Description implements tool.Tool.
 func (List) Description() string { return describe("list") }

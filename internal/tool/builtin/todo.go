@@ -16,6 +16,9 @@ type TodoWrite struct{}
 // Name implements tool.Tool.
 func (TodoWrite) Name() string { return "todowrite" }
 
+// ReadOnly says todowrite changes no file (the list is the session's).
+func (TodoWrite) ReadOnly() bool { return true }
+
 // Description implements tool.Tool.
 func (TodoWrite) Description() string { return describe("todowrite") }
 
@@ -84,6 +87,9 @@ type TodoRead struct{}
 
 // Name implements tool.Tool.
 func (TodoRead) Name() string { return "todoread" }
+
+// ReadOnly says todoread changes no file.
+func (TodoRead) ReadOnly() bool { return true }
 
 // Description implements tool.Tool.
 func (TodoRead) Description() string { return describe("todoread") }

@@ -34,6 +34,9 @@ type WebFetch struct {
 // Name implements tool.Tool.
 func (WebFetch) Name() string { return "webfetch" }
 
+// ReadOnly says webfetch changes no file.
+func (WebFetch) ReadOnly() bool { return true }
+
 // Description implements tool.Tool.
 func (WebFetch) Description() string { return describe("webfetch") }
 
