@@ -122,55 +122,13 @@ func unansweredTx(ctx context.Context, r store.Reader, run core.Run, stepMsgID s
 func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outcome, s *step, ends *ends) error {
 	now := e.now()
 	w := writer{ctx: ctx, tx: tx}
-	var msg *core.Message
 	msgs, err := tx.RunMessages(ctx, run.ID)
 	if err != nil {
 		return err
 	}
-	if s != nil {
-		for _, p := range s.open() {
-			if p.Time.End == 0 {
-				p.Time.End = now
-			}
-			w.part(*p)
-		}
-		for _, p := range s.calls {
-			if p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning {
-				start := p.State.Time.Start
-				if start == 0 {
-					start = now
-				}
-				p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "tool call ended: run " + o.reason,
-					Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
-				w.part(*p)
-			}
-		}
-		m := s.msg
-		msg = &m
-	} else {
-		for i := len(msgs) - 1; i >= 0; i-- {
-			if msgs[i].Role == core.RoleAssistant {
-				m := msgs[i]
-				msg = &m
-				break
-			}
-		}
-	}
-	if msg == nil {
-		// The run never started a step (aborted while queued): give it an
-		// assistant message so its end has a place in the transcript.
-		sess, err := tx.Session(ctx, run.SessionID)
-		if err != nil {
-			return err
-		}
-		m := assistantMessage(run, sess, run.UserMessageID, now)
-		msg = &m
-	}
-	if o.err != nil && msg.Error == nil {
-		msg.Error = o.err
-	}
-	if msg.Completed == 0 {
-		msg.Completed = now
+	msg, err := e.endMessage(ctx, tx, &w, run, o, s, msgs, now)
+	if err != nil {
+		return err
 	}
 	w.message(*msg)
 	w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: msg.ID, Type: core.PartIdle,
@@ -206,6 +164,64 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 		w.status(run.SessionID, core.StatusOf(&rest[0], nil))
 	}
 	return w.err
+}
+
+// endMessage is the assistant message the run's end is written on,
+// completed and carrying the run's error: the step in progress's (whose
+// open parts and calls are closed), else the run's last, else a new one
+// for a run that never started a step (aborted while queued).
+func (e *Engine) endMessage(ctx context.Context, tx store.Tx, w *writer, run core.Run, o outcome, s *step, msgs []core.Message, now int64) (*core.Message, error) {
+	var msg *core.Message
+	if s != nil {
+		s.closeOnEnd(w, now, o.reason)
+		m := s.msg
+		msg = &m
+	} else {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == core.RoleAssistant {
+				m := msgs[i]
+				msg = &m
+				break
+			}
+		}
+	}
+	if msg == nil {
+		sess, err := tx.Session(ctx, run.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		m := assistantMessage(run, sess, run.UserMessageID, now)
+		msg = &m
+	}
+	if o.err != nil && msg.Error == nil {
+		msg.Error = o.err
+	}
+	if msg.Completed == 0 {
+		msg.Completed = now
+	}
+	return msg, nil
+}
+
+// closeOnEnd writes the step's open parts ended and its unfinished calls
+// failed: the run ended around them.
+func (s *step) closeOnEnd(w *writer, now int64, reason string) {
+	for _, p := range s.open() {
+		if p.Time.End == 0 {
+			p.Time.End = now
+		}
+		w.part(*p)
+	}
+	for _, p := range s.calls {
+		if p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning {
+			start := p.State.Time.Start
+			if start == 0 {
+				start = now
+			}
+			p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "tool call ended: run " + reason,
+				Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
+			w.part(*p)
+		}
+	}
 }
 
 // backoff returns the delay before retry attempt+1: the provider's
@@ -349,28 +365,9 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 	if err != nil {
 		return "", err
 	}
-	// A call waiting for a permission has not run; it keeps waiting, or,
-	// answered before it started, runs as the answer said.
-	waits, unanswered := map[string]bool{}, map[string]string{}
-	asked, err := tx.RunPermissions(ctx, run.ID)
+	waits, unanswered, err := askedCalls(ctx, tx, run.ID)
 	if err != nil {
 		return "", err
-	}
-	for _, q := range asked {
-		waits[q.PartID] = true
-		if q.Reply == "" {
-			unanswered[q.PartID] = core.PhaseWaitingPermission
-		}
-	}
-	questions, err := tx.RunQuestions(ctx, run.ID)
-	if err != nil {
-		return "", err
-	}
-	for _, q := range questions {
-		waits[q.PartID] = true
-		if q.Pending() {
-			unanswered[q.PartID] = core.PhaseWaitingQuestion
-		}
 	}
 	kept := false
 	for _, info := range infos {
@@ -393,17 +390,8 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 				// A task call waiting for its child: the child is a run of
 				// its own, recovered on its own; the call waits for it again.
 				kept = true
-			case p.Type == core.PartTool && (p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning):
-				start := p.State.Time.Start
-				if start == 0 {
-					start = now
-				}
-				p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: toolErr,
-					Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
-				w.part(p)
-			case (p.Type == core.PartText || p.Type == core.PartReasoning) && p.Time.End == 0:
-				p.Time.End = now
-				w.part(p)
+			default:
+				closeCutPart(&w, p, toolErr, now)
 			}
 		}
 		if m.Info.Completed == 0 && !kept {
@@ -415,6 +403,54 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 		}
 	}
 	return waiting, w.err
+}
+
+// askedCalls are the run's calls that asked the user (waits: a permission
+// or a question) and, of those still unanswered, the phase they wait in.
+// Such a call has not run; it keeps waiting, or, answered before it
+// started, runs as the answer said.
+func askedCalls(ctx context.Context, tx store.Tx, runID string) (waits map[string]bool, unanswered map[string]string, err error) {
+	waits, unanswered = map[string]bool{}, map[string]string{}
+	asked, err := tx.RunPermissions(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, q := range asked {
+		waits[q.PartID] = true
+		if q.Reply == "" {
+			unanswered[q.PartID] = core.PhaseWaitingPermission
+		}
+	}
+	questions, err := tx.RunQuestions(ctx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, q := range questions {
+		waits[q.PartID] = true
+		if q.Pending() {
+			unanswered[q.PartID] = core.PhaseWaitingQuestion
+		}
+	}
+	return waits, unanswered, nil
+}
+
+// closeCutPart ends what a crash cut off in a part: a call that was
+// running is an error whose outcome is unknown (never run again), streamed
+// text ends where it stopped.
+func closeCutPart(w *writer, p core.Part, toolErr string, now int64) {
+	switch {
+	case p.Type == core.PartTool && (p.State.Status == core.ToolPending || p.State.Status == core.ToolRunning):
+		start := p.State.Time.Start
+		if start == 0 {
+			start = now
+		}
+		p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: toolErr,
+			Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
+		w.part(p)
+	case (p.Type == core.PartText || p.Type == core.PartReasoning) && p.Time.End == 0:
+		p.Time.End = now
+		w.part(p)
+	}
 }
 
 // assistantMessage starts an assistant message of the run, answering the

@@ -127,69 +127,84 @@ func compose(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 func convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
 	parent := ""
 	for _, m := range msgs {
-		if isCompactionMessage(m) {
-			continue
-		}
-		if m.Info.Role == core.RoleUser {
+		switch {
+		case isCompactionMessage(m):
+		case m.Info.Role == core.RoleUser:
 			if m.Info.RunID == runID {
 				parent = m.Info.ID
 			}
-			var c []llm.Content
-			for _, p := range m.Parts {
-				switch p.Type {
-				case core.PartText:
-					c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text})
-				case core.PartFile:
-					c = append(c, llm.Content{Type: llm.ContentText, Text: attachment(p)})
-				}
-			}
-			if len(c) > 0 {
-				out = append(out, llm.Message{Role: llm.RoleUser, Content: c})
-			}
-			continue
-		}
-		// An assistant message whose stream broke and was retried is shown
-		// to people but not replayed to the model.
-		if m.Info.Error.Ref() == core.RefStreamRetried {
-			continue
-		}
-		var asst, results []llm.Content
-		for _, p := range m.Parts {
-			switch p.Type {
-			case core.PartText:
-				if p.Text != "" {
-					asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text})
-				}
-			case core.PartReasoning:
-				if sig := reasoningSignature(p); sig != "" {
-					asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig})
-				}
-			case core.PartTool:
-				asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input})
-				switch p.State.Status {
-				case core.ToolCompleted:
-					text := p.State.Output
-					if p.State.Time.Compacted != 0 {
-						text = prunedMarker
-					}
-					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: text})
-				case core.ToolError:
-					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: p.State.Error, IsError: true})
-				default:
-					// Every tool call must have a result before the model
-					// is called again.
-					results = append(results, llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: "tool call did not complete", IsError: true})
-				}
-			}
-		}
-		if len(asst) > 0 {
-			out = append(out, llm.Message{Role: llm.RoleAssistant, Content: asst})
-		}
-		if len(results) > 0 {
-			out = append(out, llm.Message{Role: llm.RoleUser, Content: results})
+			out = appendUser(out, m.Parts)
+		case m.Info.Error.Ref() == core.RefStreamRetried:
+			// An assistant message whose stream broke and was retried is
+			// shown to people but not replayed to the model.
+		default:
+			out = appendAssistant(out, m.Parts)
 		}
 	}
 	return out, parent
+}
+
+// appendUser appends a user message: its text and attached files.
+func appendUser(out []llm.Message, parts []core.Part) []llm.Message {
+	var c []llm.Content
+	for _, p := range parts {
+		switch p.Type {
+		case core.PartText:
+			c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text})
+		case core.PartFile:
+			c = append(c, llm.Content{Type: llm.ContentText, Text: attachment(p)})
+		}
+	}
+	if len(c) > 0 {
+		out = append(out, llm.Message{Role: llm.RoleUser, Content: c})
+	}
+	return out
+}
+
+// appendAssistant appends an assistant message (text, signed reasoning,
+// tool calls) and the results of its calls as the user's next message.
+func appendAssistant(out []llm.Message, parts []core.Part) []llm.Message {
+	var asst, results []llm.Content
+	for _, p := range parts {
+		switch p.Type {
+		case core.PartText:
+			if p.Text != "" {
+				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text})
+			}
+		case core.PartReasoning:
+			if sig := reasoningSignature(p); sig != "" {
+				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig})
+			}
+		case core.PartTool:
+			asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input})
+			results = append(results, toolResult(p))
+		}
+	}
+	if len(asst) > 0 {
+		out = append(out, llm.Message{Role: llm.RoleAssistant, Content: asst})
+	}
+	if len(results) > 0 {
+		out = append(out, llm.Message{Role: llm.RoleUser, Content: results})
+	}
+	return out
+}
+
+// toolResult is what the model reads of a call: its output (or the marker
+// of a pruned one), its error, or, for a call that did not complete, an
+// error saying so: every call must have a result before the model is
+// called again.
+func toolResult(p core.Part) llm.Content {
+	switch p.State.Status {
+	case core.ToolCompleted:
+		text := p.State.Output
+		if p.State.Time.Compacted != 0 {
+			text = prunedMarker
+		}
+		return llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: text}
+	case core.ToolError:
+		return llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: p.State.Error, IsError: true}
+	}
+	return llm.Content{Type: llm.ContentToolResult, CallID: p.CallID, Text: "tool call did not complete", IsError: true}
 }
 
 // history turns the session's transcript into the model's conversation and

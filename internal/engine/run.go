@@ -143,108 +143,167 @@ type runner struct {
 const smallPart = 1 << 10
 
 // loop executes steps until the run ends. ok is false when the engine is
-// shutting down and the run must be left as it is.
+// shutting down and the run must be left as it is. A run goes through
+// prepare (its claim, model and tools), then what a crash or a request
+// left to do (resume, compactOnRequest), then steps until the model is
+// done (nextStep). Each of those returns done once the run's outcome (or
+// its interruption) is known.
 func (r *runner) loop(ctx context.Context) (o outcome, ok bool) {
-	if err := r.begin(ctx); err != nil {
-		if errors.Is(err, errAlreadyEnded) {
-			return outcome{}, false
-		}
-		return r.cancelled(ctx, err)
-	}
-	if err := r.setup(ctx); err != nil {
-		if ctx.Err() != nil {
-			return r.cancelled(ctx, err)
-		}
-		return modelError(err), true
+	if o, ok, done := r.prepare(ctx); done {
+		return o, ok
 	}
 	if r.run.Shell != "" {
 		return r.shellRun(ctx)
 	}
-	// A step cut off while its tool calls waited for permission continues
-	// with those calls, not with a new model call.
-	if s, err := r.unfinishedStep(ctx); err != nil {
-		return r.cancelled(ctx, err)
-	} else if s != nil {
-		r.step = s
-		o, done := r.runTools(ctx)
-		r.finishStep(ctx)
-		if done {
-			if o.state == "" {
-				return r.cancelled(ctx, ctx.Err())
-			}
-			return o, true
-		}
+	if o, ok, done := r.resume(ctx); done {
+		return o, ok
 	}
-	// A run started to compact the session (summarize) compacts, then
-	// answers only prompts steered into it meanwhile.
-	if asked, done, err := r.compactionRequest(ctx); err != nil {
-		return r.cancelled(ctx, err)
-	} else if asked {
-		if !done {
-			if err := r.setPhase(ctx, core.PhaseCompacting); err != nil {
-				return r.cancelled(ctx, err)
-			}
-			if o, d := r.summarize(ctx, false, false, ""); d {
-				return r.settle(ctx, o)
-			}
-		}
-		more, err := unansweredTx(ctx, r.e.st, r.run, r.run.UserMessageID)
-		if err != nil {
-			return r.cancelled(ctx, err)
-		}
-		if !more {
-			return succeeded, true
-		}
+	if o, ok, done := r.compactOnRequest(ctx); done {
+		return o, ok
 	}
 	for {
-		if r.run.Steps >= r.maxSteps {
-			return outcome{state: core.RunFailed, reason: core.ReasonMaxSteps,
-				err: core.UnknownError(core.RefMaxSteps, fmt.Sprintf("run stopped after %d steps", r.maxSteps))}, true
+		if o, ok, done := r.nextStep(ctx); done {
+			return o, ok
 		}
-		history, parentID, err := r.history(ctx)
-		if err != nil {
-			return r.cancelled(ctx, err)
-		}
-		if r.needsCompaction(history) {
-			if o, done := r.compact(ctx, false); done {
-				return r.settle(ctx, o)
-			}
-			continue
-		}
-		if err := r.startStep(ctx, parentID); err != nil {
-			return r.cancelled(ctx, err)
-		}
-		o, done := r.callWithRetry(ctx, r.provider, r.request(history))
-		if done {
-			return r.settle(ctx, o)
-		}
-		if o.state == stateCompacted {
-			// The provider refused the step as too long; it was compacted
-			// and the step runs again.
-			continue
-		}
-		if len(r.step.calls) > 0 {
-			o, done := r.runTools(ctx)
-			r.finishStep(ctx)
-			if done {
-				return r.settle(ctx, o)
-			}
-			if r.structured != nil && r.structured.answer != nil {
-				// The structured answer ends the run.
-				r.step.msg.Structured = r.structured.answer
-				msg := r.step.msg
-				r.later(func(w *writer) { w.message(msg) })
-				return succeeded, true
-			}
-			continue
-		}
-		if r.structured != nil {
-			return structuredFailure("Model did not produce structured output", r.structured.failed), true
-		}
-		// The model is done. A message steered into the run after this
-		// step began is caught by finish, which sends the loop round again.
-		return succeeded, true
 	}
+}
+
+// prepare claims the run (begin) and resolves its model and tools.
+func (r *runner) prepare(ctx context.Context) (outcome, bool, bool) {
+	if err := r.begin(ctx); err != nil {
+		if errors.Is(err, errAlreadyEnded) {
+			return outcome{}, false, true
+		}
+		o, ok := r.cancelled(ctx, err)
+		return o, ok, true
+	}
+	if err := r.setup(ctx); err != nil {
+		if ctx.Err() != nil {
+			o, ok := r.cancelled(ctx, err)
+			return o, ok, true
+		}
+		return modelError(err), true, true
+	}
+	return outcome{}, false, false
+}
+
+// resume continues a step cut off while its tool calls waited for
+// permission (or ran): with those calls, not with a new model call.
+func (r *runner) resume(ctx context.Context) (outcome, bool, bool) {
+	s, err := r.unfinishedStep(ctx)
+	if err != nil {
+		o, ok := r.cancelled(ctx, err)
+		return o, ok, true
+	}
+	if s == nil {
+		return outcome{}, false, false
+	}
+	r.step = s
+	o, done := r.runTools(ctx)
+	r.finishStep(ctx)
+	if !done {
+		return outcome{}, false, false
+	}
+	if o.state == "" {
+		o, ok := r.cancelled(ctx, ctx.Err())
+		return o, ok, true
+	}
+	return o, true, true
+}
+
+// compactOnRequest serves a run started to compact the session
+// (summarize): it compacts, then answers only prompts steered into it
+// meanwhile.
+func (r *runner) compactOnRequest(ctx context.Context) (outcome, bool, bool) {
+	asked, done, err := r.compactionRequest(ctx)
+	if err != nil {
+		o, ok := r.cancelled(ctx, err)
+		return o, ok, true
+	}
+	if !asked {
+		return outcome{}, false, false
+	}
+	if !done {
+		if err := r.setPhase(ctx, core.PhaseCompacting); err != nil {
+			o, ok := r.cancelled(ctx, err)
+			return o, ok, true
+		}
+		if o, d := r.summarize(ctx, false, false, ""); d {
+			o, ok := r.settle(ctx, o)
+			return o, ok, true
+		}
+	}
+	more, err := unansweredTx(ctx, r.e.st, r.run, r.run.UserMessageID)
+	if err != nil {
+		o, ok := r.cancelled(ctx, err)
+		return o, ok, true
+	}
+	if !more {
+		return succeeded, true, true
+	}
+	return outcome{}, false, false
+}
+
+// nextStep runs one step: the model is called with the history (compacted
+// first when it would not fit) and the tools it asks for run. It is done
+// when the model gave its answer, the step budget is spent or the run
+// cannot go on.
+func (r *runner) nextStep(ctx context.Context) (outcome, bool, bool) {
+	if r.run.Steps >= r.maxSteps {
+		return outcome{state: core.RunFailed, reason: core.ReasonMaxSteps,
+			err: core.UnknownError(core.RefMaxSteps, fmt.Sprintf("run stopped after %d steps", r.maxSteps))}, true, true
+	}
+	history, parentID, err := r.history(ctx)
+	if err != nil {
+		o, ok := r.cancelled(ctx, err)
+		return o, ok, true
+	}
+	if r.needsCompaction(history) {
+		if o, done := r.compact(ctx, false); done {
+			o, ok := r.settle(ctx, o)
+			return o, ok, true
+		}
+		return outcome{}, false, false
+	}
+	if err := r.startStep(ctx, parentID); err != nil {
+		o, ok := r.cancelled(ctx, err)
+		return o, ok, true
+	}
+	o, done := r.callWithRetry(ctx, r.provider, r.request(history))
+	switch {
+	case done:
+		o, ok := r.settle(ctx, o)
+		return o, ok, true
+	case o.state == stateCompacted:
+		// The provider refused the step as too long; it was compacted
+		// and the step runs again.
+		return outcome{}, false, false
+	case len(r.step.calls) > 0:
+		return r.afterTools(ctx)
+	case r.structured != nil:
+		return structuredFailure("Model did not produce structured output", r.structured.failed), true, true
+	}
+	// The model is done. A message steered into the run after this step
+	// began is caught by finish, which sends the loop round again.
+	return succeeded, true, true
+}
+
+// afterTools runs the step's tool calls and closes the step; a structured
+// answer among them ends the run.
+func (r *runner) afterTools(ctx context.Context) (outcome, bool, bool) {
+	o, done := r.runTools(ctx)
+	r.finishStep(ctx)
+	if done {
+		o, ok := r.settle(ctx, o)
+		return o, ok, true
+	}
+	if r.structured != nil && r.structured.answer != nil {
+		r.step.msg.Structured = r.structured.answer
+		msg := r.step.msg
+		r.later(func(w *writer) { w.message(msg) })
+		return succeeded, true, true
+	}
+	return outcome{}, false, false
 }
 
 var errAlreadyEnded = errors.New("run already ended")

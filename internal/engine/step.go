@@ -249,30 +249,13 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 	if in := s.usage.Input + s.usage.CacheRead + s.usage.CacheWrite; in > 0 {
 		r.lastInput = in
 	}
-	var parts []core.Part
-	for _, p := range s.open() {
-		if p.Time.End == 0 {
-			p.Time.End = now
-		}
-		parts = append(parts, *p)
-	}
 	finish := s.finish
 	if failure != nil {
 		finish = "error"
 	} else if finish == "" {
 		finish = "stop"
 	}
-	for _, p := range s.calls {
-		if p.State.Status != core.ToolPending {
-			continue
-		}
-		if failure != nil {
-			// The step failed: its calls will not run.
-			p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "not run: the model call failed",
-				Time: core.PartTime{Start: now, End: now}}
-		}
-		parts = append(parts, *p)
-	}
+	parts := s.closedParts(now, failure != nil)
 	finishPart := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: s.msg.SessionID, MessageID: s.msg.ID,
 		Type: core.PartStepFinish, Reason: finish, Tokens: tokens, Cost: cost, Snapshot: r.snap}
 	if failure == nil && len(s.calls) > 0 {
@@ -300,18 +283,7 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 	sessionID := r.run.SessionID
 	r.later(func(w *writer) {
 		if cost > 0 || tokens != (core.Tokens{}) {
-			// The session's totals move with each step, in the same
-			// transaction as the step's own accounting.
-			sess, err := w.tx.Session(w.ctx, sessionID)
-			if err != nil {
-				if w.err == nil {
-					w.err = err
-				}
-				return
-			}
-			sess.Cost += cost
-			sess.Tokens = sess.Tokens.Add(tokens)
-			w.session(sess)
+			addUsage(w, sessionID, cost, tokens)
 		}
 		for _, p := range parts {
 			w.part(p)
@@ -328,6 +300,45 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 		r.stepSpan.SetStatus(codes.Error, failure.Data.Message)
 	}
 	return nil
+}
+
+// closedParts are the step's parts as it ends: streamed text and reasoning
+// ended now, and the tool calls the model asked for (which will not run
+// when the step failed).
+func (s *step) closedParts(now int64, failed bool) []core.Part {
+	var parts []core.Part
+	for _, p := range s.open() {
+		if p.Time.End == 0 {
+			p.Time.End = now
+		}
+		parts = append(parts, *p)
+	}
+	for _, p := range s.calls {
+		if p.State.Status != core.ToolPending {
+			continue
+		}
+		if failed {
+			p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "not run: the model call failed",
+				Time: core.PartTime{Start: now, End: now}}
+		}
+		parts = append(parts, *p)
+	}
+	return parts
+}
+
+// addUsage moves the session's totals with a step's, in the same
+// transaction as the step's own accounting.
+func addUsage(w *writer, sessionID string, cost float64, tokens core.Tokens) {
+	sess, err := w.tx.Session(w.ctx, sessionID)
+	if err != nil {
+		if w.err == nil {
+			w.err = err
+		}
+		return
+	}
+	sess.Cost += cost
+	sess.Tokens = sess.Tokens.Add(tokens)
+	w.session(sess)
 }
 
 func (r *runner) putPart(ctx context.Context, p core.Part) error {

@@ -136,28 +136,13 @@ func (t *taskTool) Run(ctx context.Context, call tool.Call) (tool.Result, error)
 	if strings.TrimSpace(in.Prompt) == "" || in.SubagentType == "" {
 		return tool.Errorf("prompt and subagent_type are required"), nil
 	}
-	ag, ok := e.agentFor(in.SubagentType)
-	if !ok || (ag.Mode != agent.ModeSubagent && ag.Mode != agent.ModeAll) {
-		var names []string
-		for _, a := range e.cfg.Agents.All() {
-			if a.Mode == agent.ModeSubagent || a.Mode == agent.ModeAll {
-				names = append(names, a.Name)
-			}
-		}
-		return tool.Errorf(fmt.Sprintf("subagent_type %q is not a subagent; the subagents are: %s", in.SubagentType, strings.Join(names, ", "))), nil
+	ag, refusal := t.subagent(in.SubagentType)
+	if refusal != nil {
+		return *refusal, nil
 	}
-	parent, err := e.st.Message(ctx, call.SessionID, call.MessageID)
+	parent, part, err := t.callPart(ctx, call)
 	if err != nil {
-		return tool.Result{}, fmt.Errorf("read the task's message: %w", err)
-	}
-	var part core.Part
-	for _, p := range parent.Parts {
-		if p.ID == call.ID {
-			part = p
-		}
-	}
-	if part.ID == "" {
-		return tool.Result{}, fmt.Errorf("task call %s: %w", call.ID, store.ErrNotFound)
+		return tool.Result{}, err
 	}
 	child, resumed := childOf(part)
 	if !resumed {
@@ -187,18 +172,59 @@ func (t *taskTool) Run(ctx context.Context, call tool.Call) (tool.Result, error)
 	}
 	run, err := e.WaitRun(ctx, adm.RunID)
 	if err != nil {
-		var ab *abortCause
-		if errors.As(context.Cause(ctx), &ab) {
-			// The parent was aborted: so is its child. (A shutdown leaves
-			// both to be resumed.)
-			actx, cancel := detached(ctx)
-			defer cancel()
-			if err := e.AbortRun(actx, child.sessionID, adm.RunID); err != nil && !errors.Is(err, ErrClosed) {
-				e.log.Warn("abort the child of an aborted task", "session", child.sessionID, "err", err)
-			}
-		}
+		t.abortChild(ctx, child.sessionID, adm.RunID)
 		return tool.Result{}, err
 	}
+	return t.result(ctx, in, child, run)
+}
+
+// subagent is the agent a task call names, or the refusal the model sees
+// when it names no subagent.
+func (t *taskTool) subagent(name string) (agent.Agent, *tool.Result) {
+	ag, ok := t.e.agentFor(name)
+	if ok && (ag.Mode == agent.ModeSubagent || ag.Mode == agent.ModeAll) {
+		return ag, nil
+	}
+	var names []string
+	for _, a := range t.e.cfg.Agents.All() {
+		if a.Mode == agent.ModeSubagent || a.Mode == agent.ModeAll {
+			names = append(names, a.Name)
+		}
+	}
+	res := tool.Errorf(fmt.Sprintf("subagent_type %q is not a subagent; the subagents are: %s", name, strings.Join(names, ", ")))
+	return ag, &res
+}
+
+// callPart reads the task call's message and its part as stored.
+func (t *taskTool) callPart(ctx context.Context, call tool.Call) (core.MessageWithParts, core.Part, error) {
+	parent, err := t.e.st.Message(ctx, call.SessionID, call.MessageID)
+	if err != nil {
+		return parent, core.Part{}, fmt.Errorf("read the task's message: %w", err)
+	}
+	for _, p := range parent.Parts {
+		if p.ID == call.ID {
+			return parent, p, nil
+		}
+	}
+	return parent, core.Part{}, fmt.Errorf("task call %s: %w", call.ID, store.ErrNotFound)
+}
+
+// abortChild aborts the child's run when the parent's was aborted (a
+// shutdown leaves both to be resumed).
+func (t *taskTool) abortChild(ctx context.Context, sessionID, runID string) {
+	var ab *abortCause
+	if !errors.As(context.Cause(ctx), &ab) {
+		return
+	}
+	actx, cancel := detached(ctx)
+	defer cancel()
+	if err := t.e.AbortRun(actx, sessionID, runID); err != nil && !errors.Is(err, ErrClosed) {
+		t.e.log.Warn("abort the child of an aborted task", "session", sessionID, "err", err)
+	}
+}
+
+// result is the call's result: the child's answer, or how its run ended.
+func (t *taskTool) result(ctx context.Context, in taskInput, child taskChild, run core.Run) (tool.Result, error) {
 	meta := map[string]any{"sessionId": child.sessionID, "messageId": child.messageID, "runId": run.ID}
 	if run.State != core.RunSucceeded {
 		msg := fmt.Sprintf("the subagent's run ended %s", run.State)

@@ -18,29 +18,11 @@ import (
 // most maxParallelTasks at once; a task call cut off while it waited for
 // its child is taken up again (it waits for the same child).
 func (r *runner) runTools(ctx context.Context) (outcome, bool) {
-	e := r.e
-	sess, err := e.st.Session(ctx, r.run.SessionID)
+	sess, err := r.e.st.Session(ctx, r.run.SessionID)
 	if err != nil {
 		return outcome{}, true
 	}
-	type ended struct {
-		o    outcome
-		done bool
-	}
-	var (
-		tasks []chan ended
-		slots = make(chan struct{}, maxParallelTasks)
-		wait  = func() (outcome, bool) {
-			var first ended
-			for _, ch := range tasks {
-				if x := <-ch; x.done && !first.done {
-					first = x
-				}
-			}
-			tasks = nil
-			return first.o, first.done
-		}
-	)
+	tasks := &taskGroup{slots: make(chan struct{}, maxParallelTasks)}
 	for _, p := range r.step.calls {
 		_, resumed := childOf(*p)
 		resumed = resumed && p.State.Status == core.ToolRunning
@@ -49,70 +31,108 @@ func (r *runner) runTools(ctx context.Context) (outcome, bool) {
 		}
 		if p.Tool == StructuredOutputTool && r.structured != nil {
 			if o, done := r.structuredCall(ctx, p); done {
-				wait()
+				tasks.wait()
 				return o, true
 			}
 			continue
 		}
-		t, ok := e.tool(p.Tool)
-		ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
-		call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID,
-			Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, p.SessionID)}, Env: e.cfg.ToolEnv,
-			Todos: func(ctx context.Context) ([]core.Todo, error) { return e.st.Todos(ctx, sess.ID) }}
-		var refused *tool.Result
-		if ok && !resumed {
-			refused, err = r.authorize(ctx, sess, p, t, &call)
-			if err != nil {
-				wait()
-				return outcome{}, true
-			}
-		}
-		if ok && refused == nil && p.Tool == QuestionToolName {
-			// Answered by the user, not run: the answer is the result.
-			res, err := r.askQuestion(ctx, p)
-			if err != nil {
-				wait()
-				return outcome{}, true
-			}
-			refused = &res
-		}
-		if !resumed {
-			p.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()}}
-			if err := r.putPart(ctx, *p); err != nil {
-				wait()
-				return outcome{}, true
-			}
-		}
-		if ok && refused == nil && p.Tool == TaskToolName {
-			r.beforeChange(ctx, t)
-			ch := make(chan ended, 1)
-			tasks = append(tasks, ch)
-			go func() {
-				select {
-				case slots <- struct{}{}:
-					defer func() { <-slots }()
-				case <-ctx.Done():
-					ch <- ended{done: true}
-					return
-				}
-				o, done := r.execTool(ctx, t, call, p, nil)
-				ch <- ended{o, done}
-			}()
-			continue
-		}
-		if !ok {
-			res := tool.Errorf(fmt.Sprintf("unknown tool %q: the tools offered are listed in the request", p.Tool))
-			refused = &res
-		}
-		if refused == nil {
-			r.beforeChange(ctx, t)
-		}
-		if o, done := r.execTool(ctx, t, call, p, refused); done {
-			wait()
+		if o, done := r.runCall(ctx, sess, p, resumed, tasks); done {
+			tasks.wait()
 			return o, true
 		}
 	}
-	return wait()
+	return tasks.wait()
+}
+
+// runCall gates one call (the agent's tools, permissions, a question's
+// answer), records it running and executes it, a task call in the
+// background.
+func (r *runner) runCall(ctx context.Context, sess core.Session, p *core.Part, resumed bool, tasks *taskGroup) (outcome, bool) {
+	e := r.e
+	t, ok := e.tool(p.Tool)
+	ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
+	call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID,
+		Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, p.SessionID)}, Env: e.cfg.ToolEnv,
+		Todos: func(ctx context.Context) ([]core.Todo, error) { return e.st.Todos(ctx, sess.ID) }}
+	var refused *tool.Result
+	if !ok {
+		res := tool.Errorf(fmt.Sprintf("unknown tool %q: the tools offered are listed in the request", p.Tool))
+		refused = &res
+	} else if !resumed {
+		var err error
+		if refused, err = r.gate(ctx, sess, p, t, &call); err != nil {
+			return outcome{}, true
+		}
+	}
+	if !resumed {
+		p.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()}}
+		if err := r.putPart(ctx, *p); err != nil {
+			return outcome{}, true
+		}
+	}
+	if refused == nil {
+		r.beforeChange(ctx, t)
+	}
+	if refused == nil && p.Tool == TaskToolName {
+		tasks.start(ctx, func() (outcome, bool) { return r.execTool(ctx, t, call, p, nil) })
+		return outcome{}, false
+	}
+	return r.execTool(ctx, t, call, p, refused)
+}
+
+// gate decides whether a call runs: its permissions, and for a question
+// the user's answer, which is the call's result instead of running it.
+// A non-nil result is what the model sees instead of the call's.
+func (r *runner) gate(ctx context.Context, sess core.Session, p *core.Part, t tool.Tool, call *tool.Call) (*tool.Result, error) {
+	refused, err := r.authorize(ctx, sess, p, t, call)
+	if err != nil || refused != nil || p.Tool != QuestionToolName {
+		return refused, err
+	}
+	res, err := r.askQuestion(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// taskGroup runs a step's task calls in the background, a few at a time.
+type taskGroup struct {
+	slots chan struct{}
+	ended []chan taskEnd
+}
+
+type taskEnd struct {
+	o    outcome
+	done bool
+}
+
+func (g *taskGroup) start(ctx context.Context, run func() (outcome, bool)) {
+	ch := make(chan taskEnd, 1)
+	g.ended = append(g.ended, ch)
+	go func() {
+		select {
+		case g.slots <- struct{}{}:
+			defer func() { <-g.slots }()
+		case <-ctx.Done():
+			ch <- taskEnd{done: true}
+			return
+		}
+		o, done := run()
+		ch <- taskEnd{o, done}
+	}()
+}
+
+// wait waits for every task started and returns the first that ended the
+// run, if any.
+func (g *taskGroup) wait() (outcome, bool) {
+	var first taskEnd
+	for _, ch := range g.ended {
+		if x := <-ch; x.done && !first.done {
+			first = x
+		}
+	}
+	g.ended = nil
+	return first.o, first.done
 }
 
 // execTool runs one call (or records the refusal given instead) and writes
