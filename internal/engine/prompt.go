@@ -223,15 +223,11 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 	if err != nil {
 		return res, err
 	}
-	if in.MessageID != "" {
-		prev, err := tx.Message(ctx, sessionID, in.MessageID)
-		if err == nil {
-			res.Admission = Admission{RunID: prev.Info.RunID, MessageID: prev.Info.ID, Duplicate: true}
-			return res, nil
+	if dup, err := duplicate(ctx, tx, sessionID, in.MessageID); err != nil || dup != nil {
+		if dup != nil {
+			res.Admission = *dup
 		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return res, err
-		}
+		return res, err
 	}
 	active, err := tx.ActiveRuns(ctx, sessionID)
 	if err != nil {
@@ -259,17 +255,12 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 		return res, err
 	}
 	res.MessageID, res.supersede = msg.ID, pl.supersede
-	var newRun *core.Run
+	newRun := pl.newRun(msg, agentName, in.Shell, now)
 	switch {
 	case pl.steer != "":
 		msg.RunID = pl.steer
 		res.RunID, res.Steered = pl.steer, true
-	case pl.state != "":
-		newRun = &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: pl.state,
-			UserMessageID: msg.ID, Model: model, Agent: agentName, Shell: in.Shell, Time: core.RunTime{Created: now}}
-		if pl.state == core.RunRunning {
-			newRun.Time.Started = now
-		}
+	case newRun != nil:
 		msg.RunID, res.RunID = newRun.ID, newRun.ID
 	}
 	if err := tx.InsertMessage(ctx, msg); err != nil {
@@ -295,6 +286,36 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 	sess.Time.Updated = now
 	w.session(sess)
 	return res, w.err
+}
+
+// duplicate finds a message id admitted before: its admission again (a
+// client's retry makes one turn), or nil.
+func duplicate(ctx context.Context, tx store.Tx, sessionID, messageID string) (*Admission, error) {
+	if messageID == "" {
+		return nil, nil
+	}
+	prev, err := tx.Message(ctx, sessionID, messageID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Admission{RunID: prev.Info.RunID, MessageID: prev.Info.ID, Duplicate: true}, nil
+}
+
+// newRun is the run a placement starts to answer msg, or nil. Its agent
+// is the prompt's (a compaction's message names the compaction agent).
+func (pl placement) newRun(msg core.Message, agentName, shell string, now int64) *core.Run {
+	if pl.state == "" {
+		return nil
+	}
+	run := &core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: msg.SessionID, State: pl.state,
+		UserMessageID: msg.ID, Model: msg.Model, Agent: agentName, Shell: shell, Time: core.RunTime{Created: now}}
+	if pl.state == core.RunRunning {
+		run.Time.Started = now
+	}
+	return run
 }
 
 // placement is where a prompt goes given the session's active runs.
