@@ -240,16 +240,7 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 		}
 	}
 	now := e.now()
-	msg := core.Message{
-		ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,
-		Agent: agentName, Model: model, System: in.System, Format: in.Format,
-	}
-	if in.Compact {
-		msg.Agent = compactionAgent
-	}
-	if msg.ID == "" {
-		msg.ID = core.NewID(core.PrefixMessage, false)
-	}
+	msg := userMessage(in, sessionID, agentName, model, now)
 	pl, err := place(in, active)
 	if err != nil {
 		return res, err
@@ -263,14 +254,7 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 	case newRun != nil:
 		msg.RunID, res.RunID = newRun.ID, newRun.ID
 	}
-	if err := tx.InsertMessage(ctx, msg); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return res, &IDConflictError{What: "message", ID: msg.ID}
-		}
-		return res, err
-	}
-	w.messageEvent(msg)
-	if err := writePromptParts(&w, in, msg); err != nil {
+	if err := writePrompt(&w, in, msg); err != nil {
 		return res, err
 	}
 	res.titled = !in.Compact && in.Shell == "" && core.IsDefaultTitle(sess.Title)
@@ -286,6 +270,22 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 	sess.Time.Updated = now
 	w.session(sess)
 	return res, w.err
+}
+
+// userMessage is the message a prompt becomes (a compaction's names the
+// compaction agent); its id is the client's, else a new one.
+func userMessage(in PromptInput, sessionID, agentName string, model core.ModelRef, now int64) core.Message {
+	msg := core.Message{
+		ID: in.MessageID, SessionID: sessionID, Role: core.RoleUser, Created: now,
+		Agent: agentName, Model: model, System: in.System, Format: in.Format,
+	}
+	if in.Compact {
+		msg.Agent = compactionAgent
+	}
+	if msg.ID == "" {
+		msg.ID = core.NewID(core.PrefixMessage, false)
+	}
+	return msg
 }
 
 // duplicate finds a message id admitted before: its admission again (a
@@ -363,10 +363,17 @@ func place(in PromptInput, active []core.Run) (placement, error) {
 	return pl, nil
 }
 
-// writePromptParts writes the prompt's parts (and a compaction's marker).
-// User text parts carry no time, as opencode's: clients such as opencode
-// run print every text part that has ended.
-func writePromptParts(w *writer, in PromptInput, msg core.Message) error {
+// writePrompt writes the user message and its parts (and a compaction's
+// marker). User text parts carry no time, as opencode's: clients such as
+// opencode run print every text part that has ended.
+func writePrompt(w *writer, in PromptInput, msg core.Message) error {
+	if err := w.tx.InsertMessage(w.ctx, msg); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return &IDConflictError{What: "message", ID: msg.ID}
+		}
+		return err
+	}
+	w.messageEvent(msg)
 	for _, ip := range in.Parts {
 		p := core.Part{ID: ip.ID, SessionID: msg.SessionID, MessageID: msg.ID, Type: ip.Type,
 			Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
