@@ -91,7 +91,7 @@ func (c *Config) Apply(f config.File, dir string) error {
 		}
 	}
 	c.Engine.Snapshots = snapshot.New(snapshot.Options{Disabled: f.Snapshot != nil && !*f.Snapshot})
-	c.Engine.ToolEnv = tool.NewEnv(f.EnvRefs, f.Agentd.ToolEnv)
+	c.Engine.ToolEnv = tool.NewEnv(append(config.KeyVars(), f.EnvRefs...), f.Agentd.ToolEnv)
 	c.Engine.Questions = f.Agentd.Questions
 	c.MCPLazy = f.Agentd.MCP != nil && f.Agentd.MCP.Lazy
 	catalog := Catalog(f, def, c.Engine.Permission, agents)

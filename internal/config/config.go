@@ -22,8 +22,6 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
-	"github.com/agentd/agentd/internal/llm/anthropic"
-	"github.com/agentd/agentd/internal/llm/openai"
 	"github.com/agentd/agentd/internal/llm/scripted"
 )
 
@@ -451,11 +449,10 @@ func (f File) Providers() map[string]Provider {
 	for k, v := range f.Provider {
 		providers[k] = v
 	}
-	if _, ok := providers["openai"]; !ok && os.Getenv("OPENAI_API_KEY") != "" {
-		providers["openai"] = Provider{NPM: "@ai-sdk/openai", Name: "OpenAI", FromEnv: "OPENAI_API_KEY"}
-	}
-	if _, ok := providers["anthropic"]; !ok && os.Getenv("ANTHROPIC_API_KEY") != "" {
-		providers["anthropic"] = Provider{NPM: "@ai-sdk/anthropic", Name: "Anthropic", FromEnv: "ANTHROPIC_API_KEY"}
+	for id, p := range stock() {
+		if _, ok := providers[id]; !ok {
+			providers[id] = p
+		}
 	}
 	return providers
 }
@@ -502,29 +499,14 @@ func (p Provider) provider(id string) (llm.Provider, error) {
 		}
 		timeout = time.Duration(ms * float64(time.Millisecond))
 	}
-	kind := p.NPM
-	if kind == "" {
-		switch id {
-		case "anthropic":
-			kind = "@ai-sdk/anthropic"
-		default:
-			kind = "@ai-sdk/openai-compatible"
-		}
+	kind, ok := kindOf(id, p.NPM)
+	if !ok {
+		return nil, fmt.Errorf("provider %s: npm package %q is not supported (use one of %s)", id, p.NPM, supported())
 	}
-	switch kind {
-	case "@ai-sdk/anthropic":
-		key := p.Options.APIKey
-		if key == "" {
-			key = os.Getenv("ANTHROPIC_API_KEY")
-		}
-		return anthropic.New(anthropic.Options{BaseURL: p.Options.BaseURL, APIKey: key, Headers: p.Options.Headers, Timeout: timeout}), nil
-	case "@ai-sdk/openai-compatible", "@ai-sdk/openai":
-		key := p.Options.APIKey
-		if key == "" && id == "openai" {
-			key = os.Getenv("OPENAI_API_KEY")
-		}
-		return openai.New(openai.Options{BaseURL: p.Options.BaseURL, APIKey: key, Headers: p.Options.Headers, Timeout: timeout}), nil
-	default:
-		return nil, fmt.Errorf("provider %s: npm package %q is not supported (use @ai-sdk/openai-compatible, @ai-sdk/openai or @ai-sdk/anthropic)", id, p.NPM)
+	key := p.Options.APIKey
+	if key == "" && id == kind.Stock {
+		// The stock provider's key, as opencode reads it.
+		key = os.Getenv(kind.KeyEnv)
 	}
+	return kind.New(Conn{BaseURL: p.Options.BaseURL, APIKey: key, Headers: p.Options.Headers, Timeout: timeout}), nil
 }

@@ -8,8 +8,10 @@ import (
 )
 
 // Secrets are the variables no tool process sees unless the operator
-// passes them: the providers' keys, the server's password and database
-// URL, and the tracing exporter's headers (which carry credentials).
+// passes them: the stock providers' keys (the configuration adds every
+// provider kind's, see config.KeyVars), the server's password and
+// database URL, and the tracing exporter's headers (which carry
+// credentials).
 var Secrets = []string{
 	"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTD_SERVER_PASSWORD", "OPENCODE_SERVER_PASSWORD",
 	"AGENTD_DATABASE_URL", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
