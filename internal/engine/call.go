@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
@@ -179,4 +180,20 @@ func (r *runner) callOnce(ctx context.Context, p llm.Provider, req llm.Request) 
 		}
 		return nil
 	})
+}
+
+// backoff returns the delay before retry attempt+1: the provider's
+// Retry-After when given, else exponential from Base with ±20 % jitter,
+// capped at Cap.
+func backoff(p RetryPolicy, attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, p.MaxElapsed)
+	}
+	d := p.Base
+	for i := 1; i < attempt && d < p.Cap; i++ {
+		d *= 2
+	}
+	d = min(d, p.Cap)
+	jitter := time.Duration((rand.Float64()*0.4 - 0.2) * float64(d))
+	return d + jitter
 }
