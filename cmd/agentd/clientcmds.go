@@ -119,7 +119,7 @@ func cmdSessions(ctx context.Context, args []string) error {
 func statusWord(st core.SessionStatus) string {
 	switch {
 	case st.Type == core.StatusBusy && st.Phase != "":
-		return "busy (" + strings.ReplaceAll(st.Phase, "_", " ") + ")"
+		return "busy (" + strings.ReplaceAll(string(st.Phase), "_", " ") + ")"
 	case st.Type == core.StatusRetry:
 		return fmt.Sprintf("retry %d", st.Attempt)
 	}
@@ -132,10 +132,10 @@ func lastWord(l *core.LastRun) string {
 	if l == nil {
 		return "-"
 	}
-	if l.Reason != "" && l.Reason != "completed" {
-		return l.Outcome + " (" + l.Reason + ")"
+	if l.Reason != "" {
+		return string(l.Outcome) + " (" + string(l.Reason) + ")"
 	}
-	return l.Outcome
+	return string(l.Outcome)
 }
 
 func ago(ms int64) string {

@@ -31,15 +31,15 @@ type printer struct {
 	asks      chan core.PermissionRequest
 	questions chan core.QuestionRequest
 
-	head      int64             // the log's head when the stream first opened
-	family    map[string]bool   // the session and its subagents' sessions
-	kinds     map[string]string // part id → type
-	printed   map[string]int    // part id → bytes printed
-	tools     map[string]string // part id → last status shown
-	emitted   map[string]bool   // part id → sent as JSON
-	lastOut   byte              // the last byte written to stdout
-	reasoning string            // the reasoning part being streamed
-	retrying  bool              // the spinner counts down to a retry
+	head      int64                    // the log's head when the stream first opened
+	family    map[string]bool          // the session and its subagents' sessions
+	kinds     map[string]core.PartType // part id → type
+	printed   map[string]int           // part id → bytes printed
+	tools     map[string]string        // part id → last status shown
+	emitted   map[string]bool          // part id → sent as JSON
+	lastOut   byte                     // the last byte written to stdout
+	reasoning string                   // the reasoning part being streamed
+	retrying  bool                     // the spinner counts down to a retry
 	spin      *spinner
 
 	// The run answering the prompt is known once the prompt is admitted;
@@ -55,7 +55,7 @@ func newPrinter(sessionID, messageID string, asJSON bool) *printer {
 	return &printer{sessionID: sessionID, messageID: messageID, json: asJSON, stdout: os.Stdout, stderr: os.Stderr,
 		dimmed: isTerminal(os.Stderr), connected: make(chan struct{}), result: make(chan core.Run, 1), over: make(chan struct{}),
 		asks: make(chan core.PermissionRequest, 16), questions: make(chan core.QuestionRequest, 16),
-		family: map[string]bool{sessionID: true}, kinds: map[string]string{}, printed: map[string]int{}, tools: map[string]string{}, emitted: map[string]bool{},
+		family: map[string]bool{sessionID: true}, kinds: map[string]core.PartType{}, printed: map[string]int{}, tools: map[string]string{}, emitted: map[string]bool{},
 		lastOut: '\n', spin: newSpinner(), ended: map[string]core.Run{}}
 }
 
@@ -190,7 +190,7 @@ func (p *printer) handle(ev client.Event) error {
 
 // text prints streamed text: the answer on stdout, reasoning on stderr
 // (faint on a terminal), never glued to each other.
-func (p *printer) text(partID, kind, s string) {
+func (p *printer) text(partID string, kind core.PartType, s string) {
 	if s == "" {
 		return
 	}

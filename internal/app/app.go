@@ -519,7 +519,7 @@ func (s stateReader) ActiveRuns(ctx context.Context) (map[[2]string]int, error) 
 		if phase == "" {
 			phase = "none"
 		}
-		n[[2]string{r.State, phase}]++
+		n[[2]string{string(r.State), string(phase)}]++
 	}
 	return n, nil
 }

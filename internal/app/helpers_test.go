@@ -228,7 +228,7 @@ func textOf(m client.MessageWithParts) string {
 	return s
 }
 
-func partOf(m client.MessageWithParts, typ string) *core.Part {
+func partOf(m client.MessageWithParts, typ core.PartType) *core.Part {
 	for i := range m.Parts {
 		if m.Parts[i].Type == typ {
 			return &m.Parts[i]

@@ -278,7 +278,7 @@ func TestTwoCommitsPerQuickTurn(t *testing.T) {
 	last := msgs[len(msgs)-1]
 	var types []string
 	for _, p := range last.Parts {
-		types = append(types, p.Type)
+		types = append(types, string(p.Type))
 	}
 	if strings.Join(types, ",") != "step-start,text,step-finish,idle" || last.Info.Completed == 0 || last.Info.Tokens.Output == 0 {
 		t.Errorf("last message: parts %v, completed %d, tokens %+v", types, last.Info.Completed, last.Info.Tokens)

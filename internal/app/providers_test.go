@@ -154,7 +154,7 @@ func TestProviders(t *testing.T) {
 			t.Run("retries exhausted", func(t *testing.T) {
 				m := n.send(n.session(), "fail:503")
 				idle := partOf(m, core.PartIdle)
-				if idle.Outcome != core.RunFailed || idle.Reason != core.ReasonRetriesExhausted || idle.Error.Name != "APIError" {
+				if idle.Outcome != core.RunFailed || core.EndReason(idle.Reason) != core.ReasonRetriesExhausted || idle.Error.Name != "APIError" {
 					t.Fatalf("idle = %+v", idle)
 				}
 				if idle.Error.Data.Extra["statusCode"] != float64(503) || idle.Error.Data.Extra["responseHeaders"] == nil || idle.Error.Data.Extra["responseBody"] == nil {
@@ -164,7 +164,7 @@ func TestProviders(t *testing.T) {
 			t.Run("auth error", func(t *testing.T) {
 				m := n.send(n.session(), "fail:401")
 				idle := partOf(m, core.PartIdle)
-				if idle.Reason != core.ReasonProviderError || idle.Error.Name != "ProviderAuthError" {
+				if core.EndReason(idle.Reason) != core.ReasonProviderError || idle.Error.Name != "ProviderAuthError" {
 					t.Fatalf("idle = %+v", idle)
 				}
 			})
@@ -186,7 +186,7 @@ func TestProviders(t *testing.T) {
 			})
 			t.Run("malformed stream", func(t *testing.T) {
 				m := n.send(n.session(), "malformed:\nreply:x")
-				if idle := partOf(m, core.PartIdle); idle.Outcome != core.RunFailed || idle.Reason != core.ReasonRetriesExhausted {
+				if idle := partOf(m, core.PartIdle); idle.Outcome != core.RunFailed || core.EndReason(idle.Reason) != core.ReasonRetriesExhausted {
 					t.Fatalf("idle = %+v", idle)
 				}
 			})

@@ -125,7 +125,7 @@ func TestMaxSteps(t *testing.T) {
 	sid := n.session()
 	m := n.send(sid, `loop:echo:{"text":"again"}`)
 	idle := partOf(m, core.PartIdle)
-	if idle == nil || idle.Outcome != core.RunFailed || idle.Reason != core.ReasonMaxSteps {
+	if idle == nil || idle.Outcome != core.RunFailed || core.EndReason(idle.Reason) != core.ReasonMaxSteps {
 		t.Fatalf("idle = %+v, want failed/max_steps", idle)
 	}
 	if n.counts.Load() != 0 {
@@ -174,7 +174,7 @@ func TestRetriesExhaustedAndAuthErrors(t *testing.T) {
 	sid := n.session()
 	m := n.send(sid, "fail:429")
 	idle := partOf(m, core.PartIdle)
-	if idle == nil || idle.Outcome != core.RunFailed || idle.Reason != core.ReasonRetriesExhausted {
+	if idle == nil || idle.Outcome != core.RunFailed || core.EndReason(idle.Reason) != core.ReasonRetriesExhausted {
 		t.Fatalf("idle = %+v, want failed/retries_exhausted", idle)
 	}
 	if idle.Error == nil || idle.Error.Name != "APIError" || idle.Error.Data.Extra["statusCode"] != float64(429) || idle.Error.Data.Extra["isRetryable"] != true {
@@ -185,11 +185,11 @@ func TestRetriesExhaustedAndAuthErrors(t *testing.T) {
 	}
 	m = n.send(sid, "fail:401")
 	idle = partOf(m, core.PartIdle)
-	if idle.Reason != core.ReasonProviderError || idle.Error.Name != "ProviderAuthError" {
+	if core.EndReason(idle.Reason) != core.ReasonProviderError || idle.Error.Name != "ProviderAuthError" {
 		t.Errorf("auth failure idle = %+v", idle)
 	}
 	m = n.send(sid, "fail:400x1")
-	if idle = partOf(m, core.PartIdle); idle.Reason != core.ReasonProviderError {
+	if idle = partOf(m, core.PartIdle); core.EndReason(idle.Reason) != core.ReasonProviderError {
 		t.Errorf("400 must fail at once, got %+v", idle)
 	}
 	st := n.status(sid)

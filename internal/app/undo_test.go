@@ -55,7 +55,7 @@ func TestSnapshotsDiffRevert(t *testing.T) {
 		}
 		var order []string
 		for _, p := range m.Parts {
-			order = append(order, p.Type)
+			order = append(order, string(p.Type))
 			switch p.Type {
 			case core.PartStepFinish:
 				if p.Snapshot == "" && strings.Contains(strings.Join(order, ","), "tool") {

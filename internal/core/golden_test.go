@@ -42,7 +42,7 @@ func TestWireShapes(t *testing.T) {
 		{ID: "prt_11", SessionID: "ses_1", MessageID: "msg_1", Type: PartFile, Mime: "text/plain", Filename: "a.txt", URL: "data:,x"},
 		{ID: "prt_12", SessionID: "ses_1", MessageID: "msg_1", Type: PartCompaction, Auto: true, Overflow: true},
 		{ID: "prt_13", SessionID: "ses_1", MessageID: "msg_1", Type: PartIdle, RunID: "run_1", Outcome: RunFailed,
-			Reason: ReasonMaxSteps, Error: UnknownError(RefMaxSteps, "stopped"), Time: PartTime{Start: 7}},
+			Reason: string(ReasonMaxSteps), Error: UnknownError(RefMaxSteps, "stopped"), Time: PartTime{Start: 7}},
 	}
 	messages := []Message{
 		{ID: "msg_1", SessionID: "ses_1", Role: RoleUser, Created: 1, Agent: "build", Model: ModelRef{ProviderID: "p", ModelID: "m"}},

@@ -2,17 +2,20 @@ package core
 
 import "encoding/json"
 
+// PartType is what a part holds.
+type PartType string
+
 // Part types. PartIdle is agentd's own: it closes a run in the transcript.
 const (
-	PartText       = "text"
-	PartReasoning  = "reasoning"
-	PartTool       = "tool"
-	PartStepStart  = "step-start"
-	PartStepFinish = "step-finish"
-	PartFile       = "file"
-	PartCompaction = "compaction"
-	PartPatch      = "patch"
-	PartIdle       = "idle"
+	PartText       PartType = "text"
+	PartReasoning  PartType = "reasoning"
+	PartTool       PartType = "tool"
+	PartStepStart  PartType = "step-start"
+	PartStepFinish PartType = "step-finish"
+	PartFile       PartType = "file"
+	PartCompaction PartType = "compaction"
+	PartPatch      PartType = "patch"
+	PartIdle       PartType = "idle"
 )
 
 // Tool part states.
@@ -127,11 +130,11 @@ func isObject(b json.RawMessage) bool {
 // for it, so it is an empty, synthetic, ignored text part whose metadata
 // carries the run's outcome under the "agentd" key.
 type idleMeta struct {
-	Type    string `json:"type"`
-	RunID   string `json:"runID"`
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason,omitempty"`
-	Error   *Error `json:"error,omitempty"`
+	Type    PartType `json:"type"`
+	RunID   string   `json:"runID"`
+	Outcome RunState `json:"outcome"`
+	Reason  string   `json:"reason,omitempty"`
+	Error   *Error   `json:"error,omitempty"`
 }
 
 // Part is one piece of a message. Which fields are meaningful depends on
@@ -141,7 +144,7 @@ type Part struct {
 	ID        string
 	SessionID string
 	MessageID string
-	Type      string
+	Type      PartType
 
 	// text, reasoning
 	Text      string
@@ -181,7 +184,7 @@ type Part struct {
 
 	// idle (agentd's own; see idleMeta for how it travels)
 	RunID   string
-	Outcome string
+	Outcome RunState
 	Error   *Error
 
 	Metadata map[string]any
@@ -196,7 +199,7 @@ type partWire struct {
 	ID        string          `json:"id"`
 	SessionID string          `json:"sessionID"`
 	MessageID string          `json:"messageID"`
-	Type      string          `json:"type"`
+	Type      PartType        `json:"type"`
 	Text      string          `json:"text"`
 	Synthetic bool            `json:"synthetic"`
 	Time      json.RawMessage `json:"time"`
@@ -218,7 +221,7 @@ type partWire struct {
 	Overflow  bool           `json:"overflow"`
 	TailStart string         `json:"tail_start_id"`
 	RunID     string         `json:"runID"`
-	Outcome   string         `json:"outcome"`
+	Outcome   RunState       `json:"outcome"`
 	Error     *Error         `json:"error"`
 	Metadata  map[string]any `json:"metadata"`
 }
@@ -272,10 +275,10 @@ func (s *ToolState) UnmarshalJSON(b []byte) error {
 
 // partHead leads every part's shape.
 type partHead struct {
-	ID        string `json:"id"`
-	SessionID string `json:"sessionID"`
-	MessageID string `json:"messageID"`
-	Type      string `json:"type"`
+	ID        string   `json:"id"`
+	SessionID string   `json:"sessionID"`
+	MessageID string   `json:"messageID"`
+	Type      PartType `json:"type"`
 }
 
 // The shapes of a part, by type: opencode's, plus agentd's idle part,
@@ -342,9 +345,9 @@ type (
 // JSONVariants names the shapes of a part, by type (for the API
 // document). An idle part is a text part there.
 func (Part) JSONVariants() (string, map[string]any) {
-	return "type", map[string]any{PartText: textPartJSON{}, PartReasoning: reasoningPartJSON{}, PartTool: toolPartJSON{},
-		PartStepStart: stepStartJSON{}, PartStepFinish: stepFinishJSON{}, PartPatch: patchPartJSON{},
-		PartFile: filePartJSON{}, PartCompaction: compactionPartJSON{}}
+	return "type", map[string]any{string(PartText): textPartJSON{}, string(PartReasoning): reasoningPartJSON{}, string(PartTool): toolPartJSON{},
+		string(PartStepStart): stepStartJSON{}, string(PartStepFinish): stepFinishJSON{}, string(PartPatch): patchPartJSON{},
+		string(PartFile): filePartJSON{}, string(PartCompaction): compactionPartJSON{}}
 }
 
 // MarshalJSON encodes p in opencode's shape for its type.

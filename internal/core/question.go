@@ -70,4 +70,4 @@ const PrefixQuestion = "que"
 
 // PhaseWaitingQuestion refines a busy status whose run waits for the
 // user's answer to a question.
-const PhaseWaitingQuestion = "waiting_question"
+const PhaseWaitingQuestion Phase = "waiting_question"

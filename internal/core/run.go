@@ -1,54 +1,67 @@
 package core
 
-// Run states. A run is terminal once it is succeeded, failed or interrupted.
+// RunState is where a run is in its lifecycle (see RunTransitions). A run
+// is terminal once it is succeeded, failed or interrupted.
+type RunState string
+
+// Run states.
 const (
-	RunQueued      = "queued"
-	RunRunning     = "running"
-	RunRetrying    = "retrying"
-	RunSucceeded   = "succeeded"
-	RunFailed      = "failed"
-	RunInterrupted = "interrupted"
+	RunQueued      RunState = "queued"
+	RunRunning     RunState = "running"
+	RunRetrying    RunState = "retrying"
+	RunSucceeded   RunState = "succeeded"
+	RunFailed      RunState = "failed"
+	RunInterrupted RunState = "interrupted"
 )
+
+// EndReason says why a run ended as it did ("" for a success).
+type EndReason string
 
 // Reasons recorded with a run's outcome.
 const (
-	ReasonAborted          = "aborted"
-	ReasonServerRestart    = "server_restart"
-	ReasonSuperseded       = "superseded"
-	ReasonProviderError    = "provider_error"
-	ReasonRetriesExhausted = "retries_exhausted"
-	ReasonMaxSteps         = "max_steps"
-	ReasonCrashLoop        = "crash_loop"
-	ReasonInternal         = "internal"
+	ReasonAborted          EndReason = "aborted"
+	ReasonServerRestart    EndReason = "server_restart"
+	ReasonSuperseded       EndReason = "superseded"
+	ReasonProviderError    EndReason = "provider_error"
+	ReasonRetriesExhausted EndReason = "retries_exhausted"
+	ReasonMaxSteps         EndReason = "max_steps"
+	ReasonCrashLoop        EndReason = "crash_loop"
+	ReasonInternal         EndReason = "internal"
 	// ReasonStructuredOutput: the model never gave the structured answer
 	// the prompt asked for.
-	ReasonStructuredOutput = "structured_output"
+	ReasonStructuredOutput EndReason = "structured_output"
 )
 
-// Phases refine a busy status.
+// Phase refines a busy status: what the run waits for or does.
+type Phase string
+
+// Phases.
 const (
-	PhaseRecovering        = "recovering"
-	PhaseWaitingPermission = "waiting_permission"
-	PhaseCompacting        = "compacting"
+	PhaseRecovering        Phase = "recovering"
+	PhaseWaitingPermission Phase = "waiting_permission"
+	PhaseCompacting        Phase = "compacting"
 )
 
 // TerminalState reports whether a run in state s has ended.
-func TerminalState(s string) bool {
+func TerminalState(s RunState) bool { return s.Terminal() }
+
+// Terminal reports whether a run in state s has ended.
+func (s RunState) Terminal() bool {
 	return s == RunSucceeded || s == RunFailed || s == RunInterrupted
 }
 
 // Run is one execution of the agent loop for a session.
 type Run struct {
-	ID            string   `json:"id"`
-	SessionID     string   `json:"sessionID"`
-	State         string   `json:"state"`
-	Reason        string   `json:"reason,omitempty"`
-	Error         *Error   `json:"error,omitempty"`
-	UserMessageID string   `json:"messageID"`
-	Model         ModelRef `json:"model"`
+	ID            string    `json:"id"`
+	SessionID     string    `json:"sessionID"`
+	State         RunState  `json:"state"`
+	Reason        EndReason `json:"reason,omitempty"`
+	Error         *Error    `json:"error,omitempty"`
+	UserMessageID string    `json:"messageID"`
+	Model         ModelRef  `json:"model"`
 	// Agent is the agent that answers the run's prompts.
 	Agent   string `json:"agent,omitempty"`
-	Phase   string `json:"phase,omitempty"`
+	Phase   Phase  `json:"phase,omitempty"`
 	Steps   int    `json:"steps"`
 	Resumes int    `json:"resumes"`
 	// Attempt, RetryMessage and NextRetry describe a pending retry.
@@ -82,11 +95,11 @@ const (
 
 // LastRun summarises how a session's most recent run ended.
 type LastRun struct {
-	RunID   string `json:"runID"`
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason,omitempty"`
-	Error   *Error `json:"error,omitempty"`
-	Time    int64  `json:"time"`
+	RunID   string    `json:"runID"`
+	Outcome RunState  `json:"outcome"`
+	Reason  EndReason `json:"reason,omitempty"`
+	Error   *Error    `json:"error,omitempty"`
+	Time    int64     `json:"time"`
 }
 
 // SessionStatus is opencode's status union with agentd's extension fields,
@@ -95,7 +108,7 @@ type SessionStatus struct {
 	Type    string   `json:"type"`
 	RunID   string   `json:"runID,omitempty"`
 	Since   int64    `json:"since,omitempty"`
-	Phase   string   `json:"phase,omitempty"`
+	Phase   Phase    `json:"phase,omitempty"`
 	Attempt int      `json:"attempt,omitempty"`
 	Message string   `json:"message,omitempty"`
 	Next    int64    `json:"next,omitempty"`

@@ -10,9 +10,9 @@ import (
 )
 
 // abortCause is the cancel cause of a run that must end interrupted.
-type abortCause struct{ reason string }
+type abortCause struct{ reason core.EndReason }
 
-func (a *abortCause) Error() string { return "run " + a.reason }
+func (a *abortCause) Error() string { return "run " + string(a.reason) }
 
 // Abort ends every non-terminal run of the session interrupted/aborted and
 // reports whether there was one. It returns once the runs have ended (or
@@ -55,7 +55,7 @@ func (e *Engine) AbortRun(ctx context.Context, sessionID, runID string) error {
 
 // abortRun ends one run interrupted with the given reason. A run executing
 // here is cancelled and awaited; a queued one is ended directly.
-func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
+func (e *Engine) abortRun(ctx context.Context, runID string, reason core.EndReason) error {
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
@@ -105,7 +105,7 @@ func (e *Engine) abortRun(ctx context.Context, runID, reason string) error {
 // owner died): the request is durable, its owner ends the run as a local
 // abort, and a node that claims an abandoned run ends it instead of
 // resuming it. It returns once the run has ended.
-func (e *Engine) abortElsewhere(ctx context.Context, runID, reason string, deadline <-chan time.Time) error {
+func (e *Engine) abortElsewhere(ctx context.Context, runID string, reason core.EndReason, deadline <-chan time.Time) error {
 	if err := e.cfg.Leaser.RequestAbort(ctx, runID, reason); err != nil {
 		return err
 	}

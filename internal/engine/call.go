@@ -109,8 +109,9 @@ func apiError(a *llm.APIError, providerID string) *core.Error {
 // waitRetry records the retry status, waits, and returns to busy.
 func (r *runner) waitRetry(ctx context.Context, attempt int, msg string, delay time.Duration) error {
 	next := time.Now().Add(delay).UnixMilli()
-	err := r.setState(ctx, func(run *core.Run) {
-		run.State, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRetrying, attempt, msg, next
+	err := r.setState(ctx, func(run *core.Run) error {
+		run.Attempt, run.RetryMessage, run.NextRetry = attempt, msg, next
+		return run.Apply(core.OnRetryWait)
 	})
 	if err != nil {
 		return err
@@ -122,17 +123,20 @@ func (r *runner) waitRetry(ctx context.Context, attempt int, msg string, delay t
 		return ctx.Err()
 	case <-t.C:
 	}
-	return r.setState(ctx, func(run *core.Run) {
-		run.State, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, 0, "", 0
+	return r.setState(ctx, func(run *core.Run) error {
+		run.Attempt, run.RetryMessage, run.NextRetry = 0, "", 0
+		return run.Apply(core.OnRetry)
 	})
 }
 
 // setState changes the run and publishes the session status it implies,
 // in one transaction.
-func (r *runner) setState(ctx context.Context, change func(*core.Run)) error {
+func (r *runner) setState(ctx context.Context, change func(*core.Run) error) error {
 	return r.tx(ctx, func(tx store.Tx) error {
 		run := r.run
-		change(&run)
+		if err := change(&run); err != nil {
+			return err
+		}
 		w := writer{ctx: ctx, tx: tx}
 		w.run(run)
 		w.status(run.SessionID, core.StatusOf(&run, nil))

@@ -94,11 +94,11 @@ func (r *runner) compact(ctx context.Context, overflow bool) (outcome, bool) {
 }
 
 // setPhase records the run's phase (and the status it implies).
-func (r *runner) setPhase(ctx context.Context, phase string) error {
+func (r *runner) setPhase(ctx context.Context, phase core.Phase) error {
 	if r.run.Phase == phase {
 		return nil
 	}
-	return r.setState(ctx, func(run *core.Run) { run.Phase = phase })
+	return r.setState(ctx, func(run *core.Run) error { run.Phase = phase; return nil })
 }
 
 // view returns the messages the model currently sees, whole, and the

@@ -29,23 +29,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// Busy policies for a prompt sent while a run is active.
-const (
-	PolicySteer     = "steer"
-	PolicyQueue     = "queue"
-	PolicyReject    = "reject"
-	PolicyInterrupt = "interrupt"
-)
-
-// ValidPolicy reports whether p names a busy policy ("" is the default).
-func ValidPolicy(p string) bool {
-	switch p {
-	case "", PolicySteer, PolicyQueue, PolicyReject, PolicyInterrupt:
-		return true
-	}
-	return false
-}
-
 // Models resolves a model reference to a provider and what agentd knows
 // of the model (its provider-side name, limits, price, options).
 type Models interface {

@@ -70,7 +70,7 @@ func lockedRun(ctx context.Context, tx store.Tx, runID string) (core.Run, error)
 
 // finishQueued ends a run that no executor has picked up. done is false when
 // the run is executing somewhere and must be stopped through its handle.
-func (e *Engine) finishQueued(ctx context.Context, runID, reason string) (done bool, err error) {
+func (e *Engine) finishQueued(ctx context.Context, runID string, reason core.EndReason) (done bool, err error) {
 	var ends ends
 	err = e.st.Tx(ctx, func(tx store.Tx) error {
 		ends = ends[:0]
@@ -130,14 +130,17 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 	}
 	w.message(*msg)
 	w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: msg.ID, Type: core.PartIdle,
-		RunID: run.ID, Outcome: o.state, Reason: o.reason, Error: o.err, Time: core.PartTime{Start: now}})
+		RunID: run.ID, Outcome: o.state, Reason: string(o.reason), Error: o.err, Time: core.PartTime{Start: now}})
 	if err := closeQuestions(ctx, &w, tx, run, now); err != nil {
 		return err
 	}
 	if err := closePermissions(ctx, &w, tx, run, o.state, now); err != nil {
 		return err
 	}
-	run.State, run.Reason, run.Error, run.Time.Ended = o.state, o.reason, o.err, now
+	if err := run.Apply(core.EndEvent(o.state)); err != nil {
+		return err
+	}
+	run.Reason, run.Error, run.Time.Ended = o.reason, o.err, now
 	run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = "", 0, "", 0
 	w.run(run)
 	if w.err != nil {
@@ -202,7 +205,7 @@ func (e *Engine) endMessage(ctx context.Context, tx store.Tx, w *writer, run cor
 
 // closeOnEnd writes the step's open parts ended and its unfinished calls
 // failed: the run ended around them.
-func (s *step) closeOnEnd(w *writer, now int64, reason string) {
+func (s *step) closeOnEnd(w *writer, now int64, reason core.EndReason) {
 	for _, p := range s.open() {
 		if p.Time.End == 0 {
 			p.Time.End = now
@@ -215,7 +218,7 @@ func (s *step) closeOnEnd(w *writer, now int64, reason string) {
 			if start == 0 {
 				start = now
 			}
-			p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "tool call ended: run " + reason,
+			p.State = core.ToolState{Status: core.ToolError, Input: p.State.Input, Error: "tool call ended: run " + string(reason),
 				Metadata: map[string]any{"interrupted": true}, Time: core.PartTime{Start: start, End: now}}
 			w.part(*p)
 		}

@@ -140,7 +140,7 @@ func (e *Engine) fence(runID string) {
 
 // abortRequested is called when a client on another node asked for a run
 // to end: the owner ends it like a local abort.
-func (e *Engine) abortRequested(runID, reason string) {
+func (e *Engine) abortRequested(runID string, reason core.EndReason) {
 	e.mu.Lock()
 	h := e.handles[runID]
 	e.mu.Unlock()

@@ -64,9 +64,9 @@ func (e *Engine) runSpan(ctx context.Context, run core.Run) (context.Context, tr
 
 // endRunSpan records how the run ended (when this execution ended it).
 func endRunSpan(span trace.Span, o outcome, steps int) {
-	span.SetAttributes(attribute.String("agentd.run.outcome", o.state), attribute.Int("agentd.run.steps", steps))
+	span.SetAttributes(attribute.String("agentd.run.outcome", string(o.state)), attribute.Int("agentd.run.steps", steps))
 	if o.reason != "" {
-		span.SetAttributes(attribute.String("agentd.run.reason", o.reason))
+		span.SetAttributes(attribute.String("agentd.run.reason", string(o.reason)))
 	}
 	if o.state == core.RunFailed && o.err != nil {
 		span.SetStatus(codes.Error, o.err.Data.Message)

@@ -237,7 +237,7 @@ func (e *Engine) Reply(ctx context.Context, id, reply, message string) error {
 }
 
 // closePermissions rejects the pending requests of a run that ends.
-func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run, state string, now int64) error {
+func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run, state core.RunState, now int64) error {
 	pending, err := tx.PendingPermissions(ctx, run.SessionID)
 	if err != nil {
 		return err
@@ -246,7 +246,7 @@ func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run,
 		if q.RunID != run.ID {
 			continue
 		}
-		q.Reply, q.Message = core.ReplyReject, "run ended: "+state
+		q.Reply, q.Message = core.ReplyReject, "run ended: "+string(state)
 		q.Time.Replied = now
 		if err := tx.PutPermission(ctx, q); err != nil {
 			return err

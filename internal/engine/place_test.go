@@ -22,13 +22,13 @@ func TestPlace(t *testing.T) {
 		err    error
 	}{
 		{"idle: a run, started at once", PromptInput{}, nil, placement{state: core.RunRunning}, nil},
-		{"idle, any policy", PromptInput{Policy: PolicyReject}, nil, placement{state: core.RunRunning}, nil},
+		{"idle, any policy", PromptInput{Policy: core.PolicyReject}, nil, placement{state: core.RunRunning}, nil},
 		{"busy, default steers", PromptInput{}, one, placement{steer: "run_a"}, nil},
-		{"busy, steer joins the oldest", PromptInput{Policy: PolicySteer}, two, placement{steer: "run_a"}, nil},
-		{"busy, queue", PromptInput{Policy: PolicyQueue}, one, placement{state: core.RunQueued}, nil},
-		{"busy, interrupt ends every active run", PromptInput{Policy: PolicyInterrupt}, two,
+		{"busy, steer joins the oldest", PromptInput{Policy: core.PolicySteer}, two, placement{steer: "run_a"}, nil},
+		{"busy, queue", PromptInput{Policy: core.PolicyQueue}, one, placement{state: core.RunQueued}, nil},
+		{"busy, interrupt ends every active run", PromptInput{Policy: core.PolicyInterrupt}, two,
 			placement{state: core.RunQueued, supersede: []string{"run_a", "run_b"}}, nil},
-		{"busy, reject", PromptInput{Policy: PolicyReject}, one, placement{}, ErrBusy},
+		{"busy, reject", PromptInput{Policy: core.PolicyReject}, one, placement{}, ErrBusy},
 		{"a compaction queues rather than steers", PromptInput{Compact: true}, one, placement{state: core.RunQueued}, nil},
 		{"no reply: no run", PromptInput{NoReply: true}, one, placement{}, nil},
 		{"the user's shell needs an idle session", PromptInput{Shell: "ls"}, one, placement{}, ErrSessionBusy},

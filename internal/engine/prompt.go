@@ -13,9 +13,9 @@ import (
 
 // InputPart is one part of a prompt, in opencode's input shapes.
 type InputPart struct {
-	ID   string `json:"id,omitempty"`
-	Type string `json:"type" doc:"required"`
-	Text string `json:"text,omitempty"`
+	ID   string        `json:"id,omitempty"`
+	Type core.PartType `json:"type" doc:"required"`
+	Text string        `json:"text,omitempty"`
 	// Synthetic marks text a client added (opencode's input shape).
 	Synthetic bool   `json:"synthetic,omitempty"`
 	Mime      string `json:"mime,omitempty"`
@@ -33,7 +33,7 @@ type PromptInput struct {
 	Agent     string
 	System    string
 	// Policy is the busy policy; "" means steer.
-	Policy string
+	Policy core.BusyPolicy
 	// NoReply records the message without running the model.
 	NoReply bool
 	// Variant picks a named set of the model's options.
@@ -104,7 +104,7 @@ func (in *PromptInput) Validate() error {
 	if in.MessageID != "" && !core.ValidID(core.PrefixMessage, in.MessageID) {
 		return &InputError{fmt.Sprintf("messageID: %q is not a message id (msg_…)", in.MessageID)}
 	}
-	if !ValidPolicy(in.Policy) {
+	if !in.Policy.Valid() {
 		return &InputError{fmt.Sprintf("busy: unknown busy policy %q (want steer, queue, reject or interrupt)", in.Policy)}
 	}
 	if in.Model != nil && (strings.TrimSpace(in.Model.ProviderID) == "" || strings.TrimSpace(in.Model.ModelID) == "") {
@@ -321,7 +321,7 @@ func (pl placement) newRun(msg core.Message, agentName, shell string, now int64)
 // placement is where a prompt goes given the session's active runs.
 type placement struct {
 	// state is that of a new run answering the prompt ("" for none).
-	state string
+	state core.RunState
 	// steer is the active run the prompt joins instead.
 	steer string
 	// supersede are the active runs an interrupt ends.
@@ -336,11 +336,11 @@ type placement struct {
 func place(in PromptInput, active []core.Run) (placement, error) {
 	policy := in.Policy
 	if policy == "" {
-		policy = PolicySteer
+		policy = core.PolicySteer
 	}
-	if in.Compact && policy == PolicySteer {
+	if in.Compact && policy == core.PolicySteer {
 		// A compaction is its own run; it waits for the running one.
-		policy = PolicyQueue
+		policy = core.PolicyQueue
 	}
 	switch {
 	case in.NoReply:
@@ -349,13 +349,13 @@ func place(in PromptInput, active []core.Run) (placement, error) {
 		return placement{}, ErrSessionBusy
 	case len(active) == 0:
 		return placement{state: core.RunRunning}, nil
-	case policy == PolicyReject:
+	case policy == core.PolicyReject:
 		return placement{}, ErrBusy
-	case policy == PolicySteer:
+	case policy == core.PolicySteer:
 		return placement{steer: active[0].ID}, nil
 	}
 	pl := placement{state: core.RunQueued}
-	if policy == PolicyInterrupt {
+	if policy == core.PolicyInterrupt {
 		for _, r := range active {
 			pl.supersede = append(pl.supersede, r.ID)
 		}

@@ -83,13 +83,16 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed 
 		return "failed", e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
 			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil, ends)
 	}
+	if err := run.Apply(core.OnResume); err != nil {
+		return "", err
+	}
 	if waiting != "" {
-		run.State, run.Phase = core.RunRunning, waiting
+		run.Phase = waiting
 		w.run(run)
 		w.status(run.SessionID, core.StatusOf(&run, nil))
-		return waiting, w.err
+		return string(waiting), w.err
 	}
-	run.State, run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = core.RunRunning, core.PhaseRecovering, 0, "", 0
+	run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = core.PhaseRecovering, 0, "", 0
 	if crashed {
 		run.Resumes++
 	}
@@ -126,7 +129,7 @@ func (e *Engine) repairStalled(run core.Run, lease *store.Lease) error {
 // permission or an answer keep waiting (waiting is the phase that says so,
 // "" when none waits), and so do task calls waiting for their child
 // session's run.
-func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, toolErr, msgErr string) (waiting string, err error) {
+func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, toolErr, msgErr string) (waiting core.Phase, err error) {
 	now := e.now()
 	w := writer{ctx: ctx, tx: tx}
 	infos, err := tx.RunMessages(ctx, run.ID)
@@ -177,8 +180,8 @@ func (e *Engine) closeCutOff(ctx context.Context, tx store.Tx, run core.Run, too
 // or a question) and, of those still unanswered, the phase they wait in.
 // Such a call has not run; it keeps waiting, or, answered before it
 // started, runs as the answer said.
-func askedCalls(ctx context.Context, tx store.Tx, runID string) (waits map[string]bool, unanswered map[string]string, err error) {
-	waits, unanswered = map[string]bool{}, map[string]string{}
+func askedCalls(ctx context.Context, tx store.Tx, runID string) (waits map[string]bool, unanswered map[string]core.Phase, err error) {
+	waits, unanswered = map[string]bool{}, map[string]core.Phase{}
 	asked, err := tx.RunPermissions(ctx, runID)
 	if err != nil {
 		return nil, nil, err

@@ -15,8 +15,8 @@ import (
 
 // outcome is how a run ends.
 type outcome struct {
-	state  string
-	reason string
+	state  core.RunState
+	reason core.EndReason
 	err    *core.Error
 }
 
@@ -383,7 +383,9 @@ func (r *runner) begin(ctx context.Context) error {
 			return errAlreadyEnded
 		}
 		if run.State != core.RunRunning {
-			run.State = core.RunRunning
+			if err := run.Apply(core.OnStart); err != nil {
+				return err
+			}
 			if run.Time.Started == 0 {
 				run.Time.Started = r.e.now()
 			}

@@ -34,7 +34,7 @@ func (e *Engine) Shell(ctx context.Context, sessionID string, in PromptInput) (A
 		return Admission{}, &InputError{fmt.Sprintf("command: %d bytes is over the limit of %d bytes", len(in.Shell), 64<<10)}
 	}
 	in.Parts = []InputPart{{Type: core.PartText, Text: ShellIntro, Synthetic: true}}
-	in.Policy, in.NoReply, in.Compact = PolicyReject, false, false
+	in.Policy, in.NoReply, in.Compact = core.PolicyReject, false, false
 	return e.Prompt(ctx, sessionID, in)
 }
 

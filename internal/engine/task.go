@@ -158,7 +158,7 @@ func (t *taskTool) Run(ctx context.Context, call tool.Call) (tool.Result, error)
 	// (after a restart) finds the first one's run.
 	model := core.ModelRef{ProviderID: parent.Info.ProviderID, ModelID: parent.Info.ModelID}
 	pi := PromptInput{MessageID: child.messageID, Parts: []InputPart{{Type: core.PartText, Text: in.Prompt}},
-		Agent: ag.Name, subagent: true, Policy: PolicyQueue}
+		Agent: ag.Name, subagent: true, Policy: core.PolicyQueue}
 	if ag.Model == nil && model.ProviderID != "" {
 		pi.Model = &model
 	}
@@ -229,7 +229,7 @@ func (t *taskTool) result(ctx context.Context, in taskInput, child taskChild, ru
 	if run.State != core.RunSucceeded {
 		msg := fmt.Sprintf("the subagent's run ended %s", run.State)
 		if run.Reason != "" {
-			msg += "/" + run.Reason
+			msg += "/" + string(run.Reason)
 		}
 		if run.Error != nil && run.Error.Data.Message != "" {
 			msg += ": " + run.Error.Data.Message

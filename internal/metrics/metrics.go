@@ -107,7 +107,7 @@ type Known struct {
 }
 
 // outcomes pairs each run outcome with the reasons it can carry.
-var outcomes = map[string][]string{
+var outcomes = map[core.RunState][]core.EndReason{
 	core.RunSucceeded:   {""},
 	core.RunFailed:      {core.ReasonProviderError, core.ReasonRetriesExhausted, core.ReasonMaxSteps, core.ReasonCrashLoop, core.ReasonInternal, core.ReasonStructuredOutput},
 	core.RunInterrupted: {core.ReasonAborted, core.ReasonServerRestart, core.ReasonSuperseded},
@@ -123,10 +123,10 @@ func (m *Metrics) Init(k Known) {
 	}
 	for outcome, reasons := range outcomes {
 		for _, r := range reasons {
-			m.runsEnded.WithLabelValues(outcome, r)
+			m.runsEnded.WithLabelValues(string(outcome), string(r))
 		}
-		m.runDuration.WithLabelValues(outcome)
-		m.runSteps.WithLabelValues(outcome)
+		m.runDuration.WithLabelValues(string(outcome))
+		m.runSteps.WithLabelValues(string(outcome))
 	}
 	for _, a := range []string{"resumed", "interrupted", "failed", "queued"} {
 		m.recovered.WithLabelValues(a)
@@ -171,13 +171,13 @@ func (m *Metrics) RunStarted() {
 }
 
 // RunEnded counts a run's end.
-func (m *Metrics) RunEnded(outcome, reason string, d time.Duration, steps int) {
+func (m *Metrics) RunEnded(outcome core.RunState, reason core.EndReason, d time.Duration, steps int) {
 	if m == nil {
 		return
 	}
-	m.runsEnded.WithLabelValues(outcome, reason).Inc()
-	m.runDuration.WithLabelValues(outcome).Observe(d.Seconds())
-	m.runSteps.WithLabelValues(outcome).Observe(float64(steps))
+	m.runsEnded.WithLabelValues(string(outcome), string(reason)).Inc()
+	m.runDuration.WithLabelValues(string(outcome)).Observe(d.Seconds())
+	m.runSteps.WithLabelValues(string(outcome)).Observe(float64(steps))
 }
 
 // Recovered counts a run found unfinished at start, by what was done.
@@ -310,7 +310,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		// The common states at zero, so that the gauge exists when no run
 		// is active.
-		for _, k := range [][2]string{{core.RunQueued, ""}, {core.RunRunning, ""}, {core.RunRetrying, ""}} {
+		for _, k := range [][2]string{{string(core.RunQueued), ""}, {string(core.RunRunning), ""}, {string(core.RunRetrying), ""}} {
 			if _, ok := runs[k]; !ok {
 				ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, 0, k[0], k[1])
 			}

@@ -22,7 +22,7 @@ type promptBody struct {
 	NoReply   bool               `json:"noReply"`
 	System    string             `json:"system"`
 	Parts     []engine.InputPart `json:"parts" doc:"required"`
-	Busy      string             `json:"busy"`
+	Busy      core.BusyPolicy    `json:"busy"`
 	Variant   string             `json:"variant"`
 	Format    *core.OutputFormat `json:"format"`
 }
@@ -34,7 +34,7 @@ func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
 	}
 	policy := in.Busy
 	if q := r.URL.Query().Get("busy"); q != "" {
-		policy = q
+		policy = core.BusyPolicy(q)
 	}
 	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), engine.PromptInput{
 		MessageID: in.MessageID, Parts: in.Parts, Model: in.Model, Agent: in.Agent,

@@ -63,7 +63,7 @@ type Claim struct {
 	Prior Prior
 	// AbortReason is set when a client asked for the run to end before
 	// this node claimed it.
-	AbortReason string
+	AbortReason core.EndReason
 }
 
 // Renewal is the answer to a renewal of a node's leases.
@@ -74,7 +74,7 @@ type Renewal struct {
 	// lease: nothing is lost, the lease is merely of no more use.
 	Ended []string
 	// Aborts maps runs a client asked to end to the reason.
-	Aborts map[string]string
+	Aborts map[string]core.EndReason
 }
 
 // Leaser is implemented by stores that several nodes share. A node claims
@@ -99,8 +99,8 @@ type Leaser interface {
 	Release(ctx context.Context, leases []Lease) error
 	// RequestAbort records that the run must end interrupted with reason
 	// and wakes its owner.
-	RequestAbort(ctx context.Context, runID, reason string) error
+	RequestAbort(ctx context.Context, runID string, reason core.EndReason) error
 	// OnAbort registers the function called when another node asks for a
 	// run to end. Call it before the first claim.
-	OnAbort(func(runID, reason string))
+	OnAbort(func(runID string, reason core.EndReason))
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -113,9 +114,9 @@ func (s *Store) Renew(ctx context.Context, leases []store.Lease, ttl time.Durati
 		}
 		if reason != "" {
 			if r.Aborts == nil {
-				r.Aborts = map[string]string{}
+				r.Aborts = map[string]core.EndReason{}
 			}
-			r.Aborts[id] = reason
+			r.Aborts[id] = core.EndReason(reason)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -153,12 +154,12 @@ func (s *Store) Release(ctx context.Context, leases []store.Lease) error {
 // RequestAbort implements store.Leaser. The request is durable (the owner
 // also finds it when it renews, and a node that claims the run later ends
 // it), and the notification only makes it fast.
-func (s *Store) RequestAbort(ctx context.Context, runID, reason string) error {
+func (s *Store) RequestAbort(ctx context.Context, runID string, reason core.EndReason) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE runs SET abort_reason = $2 WHERE id = $1 AND abort_reason = ''`, runID, reason)
 	if err != nil {
 		return fmt.Errorf("request abort of run %s: %w", runID, storageError(err))
 	}
-	_, err = s.db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, s.channel, "abort "+runID+" "+reason)
+	_, err = s.db.ExecContext(ctx, `SELECT pg_notify($1, $2)`, s.channel, "abort "+runID+" "+string(reason))
 	if err != nil {
 		return fmt.Errorf("notify abort of run %s: %w", runID, storageError(err))
 	}
@@ -166,7 +167,7 @@ func (s *Store) RequestAbort(ctx context.Context, runID, reason string) error {
 }
 
 // OnAbort implements store.Leaser.
-func (s *Store) OnAbort(fn func(runID, reason string)) {
+func (s *Store) OnAbort(fn func(runID string, reason core.EndReason)) {
 	s.hookMu.Lock()
 	s.abortFn = fn
 	s.hookMu.Unlock()

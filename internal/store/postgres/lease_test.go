@@ -27,7 +27,7 @@ func openNode(t *testing.T, url, node string) *postgres.Store {
 }
 
 // seedRun writes a session with one run in the given state.
-func seedRun(t *testing.T, s store.Store, state string) core.Run {
+func seedRun(t *testing.T, s store.Store, state core.RunState) core.Run {
 	t.Helper()
 	now := time.Now().UnixMilli()
 	sess := storetest.NewSession("/w", now)
@@ -166,7 +166,7 @@ func TestRenewReleaseAbort(t *testing.T) {
 	url := pgtest.Schema(t)
 	a, b := openNode(t, url, "a"), openNode(t, url, "b")
 	aborts := make(chan string, 4)
-	a.OnAbort(func(runID, reason string) { aborts <- runID + " " + reason })
+	a.OnAbort(func(runID string, reason core.EndReason) { aborts <- runID + " " + string(reason) })
 	run := seedRun(t, a, core.RunRunning)
 	c, ok, err := a.Claim(t.Context(), run.ID, 300*time.Millisecond)
 	if err != nil || !ok {
@@ -186,7 +186,7 @@ func TestRenewReleaseAbort(t *testing.T) {
 	}
 	select {
 	case got := <-aborts:
-		if got != run.ID+" "+core.ReasonAborted {
+		if got != run.ID+" "+string(core.ReasonAborted) {
 			t.Errorf("abort notification %q", got)
 		}
 	case <-time.After(10 * time.Second):

@@ -60,7 +60,7 @@ type Store struct {
 
 	hookMu  sync.Mutex
 	hook    func([]core.Event)
-	abortFn func(runID, reason string)
+	abortFn func(runID string, reason core.EndReason)
 
 	tail      tailer
 	stop      context.CancelFunc

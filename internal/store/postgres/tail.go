@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 
 	"github.com/jackc/pgx/v5"
@@ -208,7 +209,7 @@ func (s *Store) listen(ctx context.Context) error {
 			fn := s.abortFn
 			s.hookMu.Unlock()
 			if fn != nil {
-				fn(runID, reason)
+				fn(runID, core.EndReason(reason))
 			}
 			continue
 		}

@@ -226,7 +226,7 @@ func TestStoredStatusMatchesRuns(t *testing.T) {
 			t.Errorf("after %s: listed as active = %v with status %s", what, listed, got.Type)
 		}
 	}
-	update := func(r *core.Run, state, phase string) func(store.Tx) error {
+	update := func(r *core.Run, state core.RunState, phase core.Phase) func(store.Tx) error {
 		r.State, r.Phase = state, phase
 		if core.TerminalState(state) {
 			now += 10

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func newRun(sessionID, state string, created int64) core.Run {
+func newRun(sessionID string, state core.RunState, created int64) core.Run {
 	return core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sessionID, State: state, Time: core.RunTime{Created: created}}
 }
 
@@ -148,7 +148,7 @@ func testEndedRun(t *testing.T, s store.Store, _ func() store.Store) {
 	mustTx(t, s, func(tx store.Tx) error { return tx.InsertRun(ctx(t), r) })
 	r.State, r.Time.Ended = core.RunSucceeded, now+1
 	mustTx(t, s, func(tx store.Tx) error { return tx.UpdateRun(ctx(t), r) })
-	for _, state := range []string{core.RunRunning, core.RunFailed, core.RunSucceeded} {
+	for _, state := range []core.RunState{core.RunRunning, core.RunFailed, core.RunSucceeded} {
 		again := r
 		again.State = state
 		err := s.Tx(ctx(t), func(tx store.Tx) error { return tx.UpdateRun(ctx(t), again) })
