@@ -115,6 +115,11 @@ type SessionStatus struct {
 	Last    *LastRun `json:"last,omitempty"`
 }
 
+// StatusRule is the version of StatusOf. A store that keeps statuses
+// stores it beside them, and derives again a status stored under another
+// version: raise it whenever the rule below changes what it computes.
+const StatusRule = 1
+
 // StatusOf derives a session status from its oldest non-terminal run (nil
 // when there is none) and its most recently ended run (nil when it never
 // ran). This is the only place status is computed.

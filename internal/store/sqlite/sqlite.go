@@ -166,6 +166,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// A database that took a migration has just been written; one that
 	// did not is probed, so that one that cannot be written fails here.
 	wrote, err := migrate(ctx, w)
+	if err == nil {
+		err = refreshStatuses(ctx, w)
+	}
 	if err == nil && !wrote {
 		err = probeWrite(ctx, w)
 	}
@@ -189,6 +192,21 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.Reader = sqlstore.Reader{Q: s.rs.querier(), D: dialect, Memo: &sqlstore.StatusMemo{}}
 	go s.committer()
 	return s, nil
+}
+
+// refreshStatuses rewrites, in one transaction, the stored statuses a
+// previous version of the status rule computed (see core.StatusRule).
+func refreshStatuses(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: tx, D: dialect}}
+	if _, err := t.RefreshStatuses(ctx); err != nil {
+		return fmt.Errorf("refresh stored statuses: %w", err)
+	}
+	return tx.Commit()
 }
 
 // probeWrite commits a write that changes nothing, so that a database that

@@ -251,3 +251,68 @@ func TestStoredStatusMatchesRuns(t *testing.T) {
 		return errors.Join(update(&b, core.RunFailed, "")(tx), tx.InsertRun(ctx, d), tx.UpdateRun(ctx, func() core.Run { d.State, d.Time.Ended = core.RunInterrupted, now+50; return d }()))
 	})
 }
+
+// TestStatusOfAnotherRule: a status stored by another version of the
+// status rule is never read as it is: reads derive it from the runs, and
+// the next start rewrites the row under the current rule.
+func TestStatusOfAnotherRule(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "a.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	busy, idle := storetest.NewSession("/a", now), storetest.NewSession("/a", now)
+	run := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: busy.ID, State: core.RunRunning, Time: core.RunTime{Created: now}}
+	if err := s.Tx(ctx, func(tx store.Tx) error {
+		return errors.Join(tx.InsertSession(ctx, busy), tx.InsertSession(ctx, idle), tx.InsertRun(ctx, run))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Rows an older rule wrote, and wrote wrong.
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stale := func() {
+		t.Helper()
+		for _, q := range []string{
+			`UPDATE sessions SET status = '{"type":"idle"}', status_rule = 0, active = 1 WHERE id = '` + busy.ID + `'`,
+			`UPDATE sessions SET status = '{"type":"busy","runID":"run_gone"}', status_rule = 0, active = 1 WHERE id = '` + idle.ID + `'`,
+		} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		if st, err := s.SessionStatus(ctx, busy.ID); err != nil || st.Type != core.StatusBusy || st.RunID != run.ID {
+			t.Errorf("%s: busy session read as %+v, %v", when, st, err)
+		}
+		if st, err := s.SessionStatus(ctx, idle.ID); err != nil || st.Type != core.StatusIdle {
+			t.Errorf("%s: idle session read as %+v, %v", when, st, err)
+		}
+		if m, err := s.ActiveStatuses(ctx); err != nil || len(m) != 1 || m[busy.ID].RunID != run.ID {
+			t.Errorf("%s: active statuses %+v, %v", when, m, err)
+		}
+	}
+	stale()
+	check("while open")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stale()
+	if s, err = sqlite.Open(ctx, path, sqlite.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check("after a restart")
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM sessions WHERE status_rule != ?`, core.StatusRule).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d rows left under another rule (%v)", n, err)
+	}
+}

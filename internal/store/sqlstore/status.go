@@ -42,9 +42,11 @@ func (c *StatusMemo) decode(raw string) (map[string]core.SessionStatus, error) {
 	return m, nil
 }
 
-// statusRuns returns, in one read, the session's oldest non-terminal run
-// and its most recently ended run (either may be nil), or ErrNotFound when
-// the session does not exist.
+// statusRuns answers which runs feed a session's status: in one read, the
+// session's oldest non-terminal run and its most recently ended run
+// (either may be nil), or ErrNotFound when the session does not exist.
+// It is the one place that says so; Seal's shortcut (a running run alone
+// decides) holds because runs execute in this same order.
 func (r Reader) statusRuns(ctx context.Context, sessionID string) (active, last *core.Run, err error) {
 	var exists sql.NullInt64
 	var a, l sql.NullString
@@ -104,7 +106,7 @@ func (r Reader) SessionStatus(ctx context.Context, sessionID string) (core.Sessi
 func (r Reader) SessionStatusJSON(ctx context.Context, sessionID string) ([]byte, error) {
 	if r.D.StatusColumn {
 		var data sql.NullString
-		err := r.queryRow(ctx, `SELECT status FROM sessions WHERE id = ?`, sessionID).Scan(&data)
+		err := r.queryRow(ctx, `SELECT CASE WHEN status_rule = ? THEN status END FROM sessions WHERE id = ?`, core.StatusRule, sessionID).Scan(&data)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, store.ErrNotFound
 		}
@@ -114,7 +116,8 @@ func (r Reader) SessionStatusJSON(ctx context.Context, sessionID string) ([]byte
 		if data.Valid {
 			return []byte(data.String), nil
 		}
-		// Not written since the column was added: derived below.
+		// Not written since the column was added, or by another version
+		// of the rule: derived below.
 	}
 	st, err := r.derivedStatus(ctx, sessionID)
 	if err != nil {
@@ -143,7 +146,7 @@ func (r Reader) ActiveStatuses(ctx context.Context) (map[string]core.SessionStat
 	// string, decoded only when it changed since the last read (a poller
 	// mostly reads the same statuses again).
 	var raw string
-	if err := r.queryRow(ctx, `SELECT '{' || coalesce(group_concat(json_quote(id) || ':' || coalesce(status, 'null'), ','), '') || '}' FROM sessions WHERE active = 1`).Scan(&raw); err != nil {
+	if err := r.queryRow(ctx, `SELECT '{' || coalesce(group_concat(json_quote(id) || ':' || coalesce(CASE WHEN status_rule = ? THEN status END, 'null'), ','), '') || '}' FROM sessions WHERE active = 1`, core.StatusRule).Scan(&raw); err != nil {
 		return nil, fmt.Errorf("list active sessions: %w", err)
 	}
 	stored, err := r.Memo.decode(raw)
@@ -154,7 +157,7 @@ func (r Reader) ActiveStatuses(ctx context.Context) (map[string]core.SessionStat
 	var stale []string
 	for id, st := range stored {
 		if st.Type == "" {
-			stale = append(stale, id) // not written since the column was added
+			stale = append(stale, id) // not written, or by another rule
 			continue
 		}
 		out[id] = st
@@ -172,4 +175,33 @@ func (r Reader) ActiveStatuses(ctx context.Context) (map[string]core.SessionStat
 		}
 	}
 	return out, nil
+}
+
+// RefreshStatuses rewrites the stored statuses that another version of
+// the rule computed (or none did), from the runs: run at start-up, once
+// per rule change, so that reads find current rows again. It returns how
+// many it rewrote.
+func (t *Tx) RefreshStatuses(ctx context.Context) (int, error) {
+	ids, err := t.column(ctx, `SELECT id FROM sessions WHERE status_rule != ? OR status IS NULL`, core.StatusRule)
+	if err != nil {
+		return 0, fmt.Errorf("find stale statuses: %w", err)
+	}
+	for _, id := range ids {
+		st, err := t.derivedStatus(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		data, err := encode(st)
+		if err != nil {
+			return 0, err
+		}
+		active := 0
+		if st.Type != core.StatusIdle {
+			active = 1
+		}
+		if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, status_rule = ?, active = ? WHERE id = ?`, data, core.StatusRule, active, id); err != nil {
+			return 0, fmt.Errorf("store status of %s: %w", id, err)
+		}
+	}
+	return len(ids), nil
 }

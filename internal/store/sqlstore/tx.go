@@ -386,7 +386,7 @@ func (t *Tx) Seal(ctx context.Context) error {
 		if st.Type != core.StatusIdle {
 			active = 1
 		}
-		if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, active = ? WHERE id = ?`, data, active, id); err != nil {
+		if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, status_rule = ?, active = ? WHERE id = ?`, data, core.StatusRule, active, id); err != nil {
 			return fmt.Errorf("store status of %s: %w", id, err)
 		}
 	}
