@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/fakellm"
 	"github.com/agentd/agentd/internal/testbin"
+	"github.com/agentd/agentd/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,6 +36,7 @@ type cli struct {
 
 func newCLI(t *testing.T) *cli {
 	t.Helper()
+	testenv.SkipShort(t)
 	root := t.TempDir()
 	dir := filepath.Join(root, "work")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

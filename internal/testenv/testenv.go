@@ -156,3 +156,12 @@ func sweep() {
 		}
 	}
 }
+
+// SkipShort skips an end-to-end test (real binaries, browsers, opencode)
+// under go test -short, which keeps the unit and in-process tests.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: skipped under -short")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +39,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("end-to-end: skipped under -short")
+		os.Exit(0)
+	}
 	code, err := setup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "opencode tests:", err)

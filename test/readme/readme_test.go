@@ -175,6 +175,7 @@ func walkthrough(t *testing.T) []step {
 // stands for what differs between runs).
 func TestREADMEWalkthrough(t *testing.T) {
 	t.Parallel()
+	testenv.SkipShort(t)
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("AGENTD_README_REQUIRED") != "" {
