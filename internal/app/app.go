@@ -181,6 +181,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if b, ok := db.(interface{ SetBatchObserver(func(int)) }); ok {
 		b.SetBatchObserver(met.CommitBatch)
 	}
+	if w, ok := db.(metrics.WritePath); ok {
+		met.ObserveWritePath(w)
+	}
 	cfg.Engine.Metrics, cfg.Engine.Tracer = met, cfg.Tracer
 	if cfg.Engine.OutputDir == "" {
 		dir, err := outputDir(cfg.DBPath, node)

@@ -112,6 +112,8 @@ type runner struct {
 	rr    atomic.Uint64
 	http  *http.Client
 	peak  atomic.Int64
+	// scenarioPeak is the peak RSS since the running scenario began.
+	scenarioPeak atomic.Int64
 	// ceiling is the commit rate measured by the ceiling scenario.
 	ceiling float64
 }
@@ -210,8 +212,12 @@ func (r *runner) sampleRSS(pid int) func() {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if k := rssKiB(pid); k > r.peak.Load() {
+			k := rssKiB(pid)
+			if k > r.peak.Load() {
 				r.peak.Store(k)
+			}
+			if k > r.scenarioPeak.Load() {
+				r.scenarioPeak.Store(k)
 			}
 			select {
 			case <-done:

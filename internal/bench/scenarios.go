@@ -80,6 +80,8 @@ func (r *runner) concurrency(ctx context.Context, name string, think time.Durati
 	var errs atomic.Int64
 	var done atomic.Int64
 	before := r.serverCost(ctx)
+	stopQueue := r.queueSampler(ctx)
+	r.scenarioPeak.Store(0)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range r.o.Sessions {
@@ -120,8 +122,16 @@ func (r *runner) concurrency(ctx context.Context, name string, think time.Durati
 	wg.Wait()
 	el := time.Since(start)
 	after := r.serverCost(ctx)
+	qMean, qPeak := stopQueue()
 	res := Result{Scenario: name, Errors: errs.Load(), Latency: map[string]Latency{},
 		Figures: map[string]float64{"sessions": float64(r.o.Sessions), "turns": float64(len(lat)), "turns_per_s": float64(len(lat)) / el.Seconds()}}
+	if len(r.nodes) == 1 {
+		res.Figures["write_queue_mean"], res.Figures["write_queue_max"] = qMean, qPeak
+	}
+	if peak := r.scenarioPeak.Load(); peak > 0 && before.rssKiB > 0 {
+		// What each session held at the peak, beyond the server at rest.
+		res.Figures["rss_kib_per_session"] = float64(peak-before.rssKiB) / float64(r.o.Sessions)
+	}
 	if think > 0 {
 		res.Figures["model_think_ms_per_step"] = float64(think.Milliseconds())
 		over := make([]time.Duration, len(lat))

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // scrape reads the first node's Prometheus metrics: name (with labels, as
@@ -45,14 +46,53 @@ func (r *runner) scrape(ctx context.Context) map[string]float64 {
 // serverCost is what the server spent on a scenario, from its metrics:
 // group commits (each one fsync), write transactions and CPU time.
 type serverCost struct {
-	commits, transactions, cpuSeconds float64
-	ok                                bool
+	commits, transactions, cpuSeconds, busySeconds float64
+	at                                             time.Time
+	rssKiB                                         int64
+	ok                                             bool
 }
 
 func (r *runner) serverCost(ctx context.Context) serverCost {
 	m := r.scrape(ctx)
 	c, ok := m["agentd_store_commit_batch_size_count"]
-	return serverCost{commits: c, transactions: m["agentd_store_commit_batch_size_sum"], cpuSeconds: m["process_cpu_seconds_total"], ok: ok}
+	sc := serverCost{commits: c, transactions: m["agentd_store_commit_batch_size_sum"], cpuSeconds: m["process_cpu_seconds_total"],
+		busySeconds: m["agentd_store_committer_busy_seconds_total"], at: time.Now(), ok: ok}
+	if r.o.PID > 0 {
+		sc.rssKiB = rssKiB(r.o.PID)
+	}
+	return sc
+}
+
+// queueSampler samples the writer's queue (agentd_store_tx_waiting)
+// while a scenario runs; stop returns its mean and maximum.
+func (r *runner) queueSampler(ctx context.Context) (stop func() (mean, peak float64)) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var sum, peak float64
+	n := 0
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if v, ok := r.scrape(ctx)["agentd_store_tx_waiting"]; ok {
+				sum, n, peak = sum+v, n+1, max(peak, v)
+			}
+		}
+	}()
+	return func() (float64, float64) {
+		cancel()
+		<-done
+		if n == 0 {
+			return 0, 0
+		}
+		return sum / float64(n), peak
+	}
 }
 
 // perTurn adds, to figures, what the server spent per turn between two
@@ -65,4 +105,8 @@ func (r *runner) perTurn(figures map[string]float64, before, after serverCost, t
 	figures["fsyncs_per_turn"] = (after.commits - before.commits) / n
 	figures["transactions_per_turn"] = (after.transactions - before.transactions) / n
 	figures["server_cpu_ms_per_turn"] = 1000 * (after.cpuSeconds - before.cpuSeconds) / n
+	if wall := after.at.Sub(before.at).Seconds(); wall > 0 && after.busySeconds > 0 {
+		// The writer's busy share: 100 means the one writer is the bound.
+		figures["committer_busy_pct"] = 100 * (after.busySeconds - before.busySeconds) / wall
+	}
 }

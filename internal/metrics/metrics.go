@@ -149,6 +149,31 @@ func (m *Metrics) Init(k Known) {
 	m.storeTx.WithLabelValues("error")
 }
 
+// WritePath is a store with one writer (SQLite's committer): how many
+// transactions wait for it, and how long it has been busy.
+type WritePath interface {
+	Waiting() int
+	BusySeconds() float64
+}
+
+// ObserveWritePath exports the writer's queue and busy time, read at each
+// scrape: agentd_store_tx_waiting and
+// agentd_store_committer_busy_seconds_total (its rate is the writer's
+// busy share, 1 meaning saturated).
+func (m *Metrics) ObserveWritePath(w WritePath) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_store_tx_waiting",
+			Help: "Write transactions waiting for the committer (SQLite's one writer)."},
+			func() float64 { return float64(w.Waiting()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentd_store_committer_busy_seconds_total",
+			Help: "Time the committer (SQLite's one writer) spent committing; its rate is the writer's busy share."},
+			w.BusySeconds),
+	)
+}
+
 // Register adds collectors (the store's and the hub's gauges) to the
 // metrics' registry.
 func (m *Metrics) Register(cs ...prometheus.Collector) {

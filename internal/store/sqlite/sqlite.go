@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
@@ -53,6 +54,9 @@ type Store struct {
 	reqs    chan *txReq
 	stopped chan struct{}
 	done    chan struct{}
+	// waiting counts the callers queued for the committer; busy the
+	// nanoseconds it has spent committing.
+	waiting, busy atomic.Int64
 
 	wmu  sync.Mutex
 	hook func([]core.Event)
@@ -288,6 +292,14 @@ func (s *Store) SetCommitHook(fn func([]core.Event)) {
 	s.wmu.Unlock()
 }
 
+// Waiting is how many transactions wait for the committer to take them:
+// the queue in front of the one writer.
+func (s *Store) Waiting() int { return int(s.waiting.Load()) }
+
+// BusySeconds is how long the committer has spent committing: its share
+// of the wall clock is how close the write path is to its limit.
+func (s *Store) BusySeconds() float64 { return time.Duration(s.busy.Load()).Seconds() }
+
 // SetBatchObserver registers a function told, after each group commit and
 // before its callers are answered, how many transactions it committed (for
 // the metrics).
@@ -302,11 +314,15 @@ func (s *Store) SetBatchObserver(fn func(n int)) {
 // inside its own savepoint: its writes commit or roll back alone.
 func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
 	req := &txReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+	s.waiting.Add(1)
 	select {
 	case s.reqs <- req:
+		s.waiting.Add(-1)
 	case <-ctx.Done():
+		s.waiting.Add(-1)
 		return ctx.Err()
 	case <-s.stopped:
+		s.waiting.Add(-1)
 		return ErrClosed
 	}
 	return storageError(<-req.err)
@@ -351,8 +367,10 @@ func (s *Store) committer() {
 				break more
 			}
 		}
+		t0 := time.Now()
 		s.commitBatch(batch)
 		s.ws.prepareNoted(context.Background())
+		s.busy.Add(int64(time.Since(t0)))
 	}
 }
 
