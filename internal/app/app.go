@@ -183,6 +183,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	if w, ok := db.(metrics.WritePath); ok {
 		met.ObserveWritePath(w)
+		cfg.Engine.WriteQueue = w.Waiting
 	}
 	cfg.Engine.Metrics, cfg.Engine.Tracer = met, cfg.Tracer
 	if cfg.Engine.OutputDir == "" {

@@ -47,6 +47,11 @@ type RetryPolicy struct {
 type Config struct {
 	MaxSteps      int           // default 50
 	FlushInterval time.Duration // streamed text is persisted at least this often; default 250 ms
+	// WriteQueue, when set, says how many transactions wait for the
+	// store's one writer (SQLite's committer). While it is long, writes
+	// that only keep readers current wait longer (see flushInterval):
+	// committed apart they would lengthen the queue they wait in.
+	WriteQueue func() int
 	Retry         RetryPolicy
 	DefaultModel  core.ModelRef
 	// Resume makes Start resume runs cut off by a crash or restart; when

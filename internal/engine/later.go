@@ -45,8 +45,28 @@ func (r *runner) later(write func(w *writer)) {
 	defer l.mu.Unlock()
 	l.writes = append(l.writes, write)
 	if l.timer == nil && !l.closed {
-		l.timer = time.AfterFunc(r.e.cfg.FlushInterval, r.flushLater)
+		l.timer = time.AfterFunc(r.e.flushInterval(), r.flushLater)
 	}
+}
+
+// maxFlushInterval bounds how stale a transcript may get while the writer
+// is saturated.
+const maxFlushInterval = 5 * time.Second
+
+// flushInterval is how long intermediate writes may wait: FlushInterval,
+// stretched while transactions queue for the store's writer — one more
+// interval for every hundred waiting, up to maxFlushInterval. A flush of
+// its own is then one transaction fewer in the queue: the runner's next
+// transaction carries the writes instead.
+func (e *Engine) flushInterval() time.Duration {
+	d := e.cfg.FlushInterval
+	if e.cfg.WriteQueue == nil {
+		return d
+	}
+	if q := e.cfg.WriteQueue(); q > 0 {
+		d += time.Duration(q/100) * e.cfg.FlushInterval
+	}
+	return min(d, max(maxFlushInterval, e.cfg.FlushInterval))
 }
 
 // tx runs fn in a transaction that first applies the pending writes. The
@@ -89,7 +109,7 @@ func (r *runner) txLocked(ctx context.Context, fn func(tx store.Tx) error) error
 		l.timer.Stop()
 		l.timer = nil
 	case len(l.writes) > 0 && l.timer == nil && !l.closed:
-		l.timer = time.AfterFunc(r.e.cfg.FlushInterval, r.flushLater)
+		l.timer = time.AfterFunc(r.e.flushInterval(), r.flushLater)
 	}
 	return err
 }

@@ -90,3 +90,24 @@ func TestWritesQueuedDuringCommitLandAfterIt(t *testing.T) {
 		t.Errorf("after the commit (-want +got):\n%s", d)
 	}
 }
+
+// TestFlushIntervalStretchesWithTheWriteQueue: intermediate writes wait
+// longer while transactions queue for the store's writer, within a bound.
+func TestFlushIntervalStretchesWithTheWriteQueue(t *testing.T) {
+	t.Parallel()
+	q := 0
+	e := &Engine{cfg: Config{FlushInterval: 250 * time.Millisecond, WriteQueue: func() int { return q }}}
+	for _, c := range []struct {
+		queue int
+		want  time.Duration
+	}{{0, 250 * time.Millisecond}, {99, 250 * time.Millisecond}, {100, 500 * time.Millisecond},
+		{750, 2 * time.Second}, {100000, maxFlushInterval}} {
+		q = c.queue
+		if got := e.flushInterval(); got != c.want {
+			t.Errorf("queue %d: %v, want %v", c.queue, got, c.want)
+		}
+	}
+	if got := (&Engine{cfg: Config{FlushInterval: time.Second}}).flushInterval(); got != time.Second {
+		t.Errorf("without a queue to read: %v", got)
+	}
+}

@@ -180,7 +180,7 @@ func (r *runner) delta(ctx context.Context, kind, text string) error {
 	p := st.part
 	r.e.hub.PublishLive(core.MustEvent(p.SessionID, core.EventPartDelta, core.DeltaProps{
 		SessionID: p.SessionID, MessageID: p.MessageID, PartID: p.ID, Field: "text", Delta: text}))
-	if s.due(r.e.cfg.FlushInterval) {
+	if s.due(r.e.flushInterval()) {
 		// A part just created waits too: within the interval it rides
 		// along with the step's end.
 		return r.flushParts(ctx, false)
