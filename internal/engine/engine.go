@@ -51,9 +51,9 @@ type Config struct {
 	// store's one writer (SQLite's committer). While it is long, writes
 	// that only keep readers current wait longer (see flushInterval):
 	// committed apart they would lengthen the queue they wait in.
-	WriteQueue func() int
-	Retry         RetryPolicy
-	DefaultModel  core.ModelRef
+	WriteQueue   func() int
+	Retry        RetryPolicy
+	DefaultModel core.ModelRef
 	// Resume makes Start resume runs cut off by a crash or restart; when
 	// false they end interrupted with reason server_restart.
 	Resume bool
