@@ -7,6 +7,7 @@
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -164,4 +165,15 @@ func SkipShort(t testing.TB) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped under -short")
 	}
+}
+
+// MainSkippingShort is a TestMain for packages that are end-to-end
+// throughout: under -short it runs nothing.
+func MainSkippingShort(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("end-to-end: skipped under -short")
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }

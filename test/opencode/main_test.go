@@ -39,10 +39,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("end-to-end: skipped under -short")
-		os.Exit(0)
+	if flag.Parse(); testing.Short() {
+		testenv.MainSkippingShort(m)
 	}
 	code, err := setup()
 	if err != nil {

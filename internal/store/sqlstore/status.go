@@ -191,17 +191,26 @@ func (t *Tx) RefreshStatuses(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		data, err := encode(st)
-		if err != nil {
+		if err := t.storeStatus(ctx, id, st); err != nil {
 			return 0, err
-		}
-		active := 0
-		if st.Type != core.StatusIdle {
-			active = 1
-		}
-		if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, status_rule = ?, active = ? WHERE id = ?`, data, core.StatusRule, active, id); err != nil {
-			return 0, fmt.Errorf("store status of %s: %w", id, err)
 		}
 	}
 	return len(ids), nil
+}
+
+// storeStatus writes a session's status, under the current rule, and
+// whether it is active (the busy list's index).
+func (t *Tx) storeStatus(ctx context.Context, id string, st core.SessionStatus) error {
+	data, err := encode(st)
+	if err != nil {
+		return err
+	}
+	active := 0
+	if st.Type != core.StatusIdle {
+		active = 1
+	}
+	if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, status_rule = ?, active = ? WHERE id = ?`, data, core.StatusRule, active, id); err != nil {
+		return fmt.Errorf("store status of %s: %w", id, err)
+	}
+	return nil
 }

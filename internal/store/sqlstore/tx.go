@@ -378,16 +378,8 @@ func (t *Tx) Seal(ctx context.Context) error {
 				return err
 			}
 		}
-		data, err := encode(st)
-		if err != nil {
+		if err := t.storeStatus(ctx, id, st); err != nil {
 			return err
-		}
-		active := 0
-		if st.Type != core.StatusIdle {
-			active = 1
-		}
-		if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, status_rule = ?, active = ? WHERE id = ?`, data, core.StatusRule, active, id); err != nil {
-			return fmt.Errorf("store status of %s: %w", id, err)
 		}
 	}
 	t.runsOf = t.runsOf[:0]
