@@ -51,7 +51,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	database := fs.String("database", "", "without --url: start the nodes on this database (postgres://…; default a fresh SQLite file)")
 	nodes := fs.Int("nodes", 1, "without --url: how many nodes to start (more than one needs --database postgres://…)")
 	model := fs.String("model", "fake/fake-model", "provider/model the server knows fakellm as")
-	scen := fs.String("scenarios", "startup,ceiling,turn,concurrency,paced,status,fanout", "scenarios to run")
+	scen := fs.String("scenarios", "startup,ceiling,turn,concurrency,paced,status,fanout", "scenarios to run (also concurrency-async and paced-async: prompt_async with one shared event stream instead of a blocking request per turn)")
 	turns := fs.Int("turns", 300, "turn: sequential prompts")
 	sessions := fs.Int("sessions", 1000, "concurrency and paced: sessions at once")
 	turnsEach := fs.Int("turns-each", 2, "concurrency and paced: turns per session")

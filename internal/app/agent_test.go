@@ -366,6 +366,14 @@ func TestUsageAndCost(t *testing.T) {
 			if math.Abs(s.Cost-2*want) > 1e-12 || s.Tokens.Input != 2000 || s.Tokens.Cache.Read != 400 {
 				t.Errorf("session totals: cost %v tokens %+v", s.Cost, s.Tokens)
 			}
+			// A run of two steps adds both to the session, once.
+			n.send(sid, "usage:1000,500,200,100\ntool:list:{}\nreply:two steps")
+			if s, err = n.app.Store.Session(t.Context(), sid); err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(s.Cost-4*want) > 1e-12 || s.Tokens.Input != 4000 || s.Tokens.Output != 2000 {
+				t.Errorf("session totals after a two-step run: cost %v tokens %+v", s.Cost, s.Tokens)
+			}
 		})
 	}
 }

@@ -151,9 +151,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		case "ceiling":
 			res, err = r.measureCeiling(ctx)
 		case "concurrency":
-			res, err = r.concurrency(ctx, sc, 0)
+			res, err = r.concurrency(ctx, sc, 0, false)
 		case "paced":
-			res, err = r.concurrency(ctx, sc, r.o.Think)
+			res, err = r.concurrency(ctx, sc, r.o.Think, false)
+		case "concurrency-async":
+			res, err = r.concurrency(ctx, sc, 0, true)
+		case "paced-async":
+			res, err = r.concurrency(ctx, sc, r.o.Think, true)
 		case "status":
 			res, err = r.status(ctx)
 		case "fanout":

@@ -65,11 +65,13 @@ func (r *runner) turn(ctx context.Context) (Result, error) {
 }
 
 // concurrency: many sessions at once, each running 3-step tool
-// conversations through the blocking prompt route, back to back. With
-// think > 0 the model takes that long before each of its three answers (a
-// real model's time), and the turn's overhead is its latency less those
-// three waits: what the server added.
-func (r *runner) concurrency(ctx context.Context, name string, think time.Duration) (Result, error) {
+// conversations back to back, through the blocking prompt route (a
+// connection held per turn) or, async, through prompt_async with every
+// turn's end read from one shared event stream, as large orchestrators
+// drive a server. With think > 0 the model takes that long before each of
+// its three answers (a real model's time), and the turn's overhead is its
+// latency less those three waits: what the server added.
+func (r *runner) concurrency(ctx context.Context, name string, think time.Duration, async bool) (Result, error) {
 	prompt := "tool:list:{}\ntool:list:{}\nreply:done"
 	if think > 0 {
 		prompt = fmt.Sprintf("think:%g\n", think.Seconds()) + prompt
@@ -79,6 +81,11 @@ func (r *runner) concurrency(ctx context.Context, name string, think time.Durati
 	var lat []time.Duration
 	var errs atomic.Int64
 	var done atomic.Int64
+	ends, stopEnds, err := r.watchTurnEnds(ctx, async)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stopEnds()
 	before := r.serverCost(ctx)
 	stopQueue := r.queueSampler(ctx)
 	r.scenarioPeak.Store(0)
@@ -102,10 +109,7 @@ func (r *runner) concurrency(ctx context.Context, name string, think time.Durati
 			}
 			for range r.o.TurnsEach {
 				t0 := time.Now()
-				var m struct {
-					Info map[string]any `json:"info"`
-				}
-				if _, err := r.call(ctx, "POST", "/session/"+sid+"/message", r.prompt(prompt, ""), &m); err != nil || m.Info["error"] != nil {
+				if err := r.toolTurn(ctx, sid, prompt, ends); err != nil {
 					errs.Add(1)
 					continue
 				}
@@ -134,11 +138,7 @@ func (r *runner) concurrency(ctx context.Context, name string, think time.Durati
 	}
 	if think > 0 {
 		res.Figures["model_think_ms_per_step"] = float64(think.Milliseconds())
-		over := make([]time.Duration, len(lat))
-		for i, d := range lat {
-			over[i] = d - steps*think
-		}
-		res.Latency["turn_overhead"] = summarize(over)
+		res.Latency["turn_overhead"] = overhead(lat, steps*think)
 	}
 	res.Latency["turn_3_steps"] = summarize(lat)
 	r.perTurn(res.Figures, before, after, len(lat))
@@ -148,6 +148,15 @@ func (r *runner) concurrency(ctx context.Context, name string, think time.Durati
 		res.Figures["turns_per_s_of_ceiling_pct"] = 100 * res.Figures["turns_per_s"] / r.ceiling
 	}
 	return res, nil
+}
+
+// overhead summarizes what turns took beyond the model's own time.
+func overhead(lat []time.Duration, model time.Duration) Latency {
+	over := make([]time.Duration, len(lat))
+	for i, d := range lat {
+		over[i] = d - model
+	}
+	return summarize(over)
 }
 
 // ceiling: the commit rate of a SQLite database with agentd's settings on
@@ -349,4 +358,99 @@ func (r *runner) fanout(ctx context.Context) (Result, error) {
 	return Result{Scenario: "fanout", Errors: errs.Load(), Latency: lats,
 		Figures: map[string]float64{"subscribers": float64(r.o.Subscribers), "producers": float64(r.o.Producers),
 			"prompts": float64(prompts.Load()), "events_delivered_per_s": float64(delivered.Load()) / el.Seconds()}}, nil
+}
+
+// toolTurn runs one turn of session sid and returns once it has ended:
+// through the blocking prompt route, or, with ends, through prompt_async
+// and the turn's session.idle on the shared event stream.
+func (r *runner) toolTurn(ctx context.Context, sid, prompt string, ends *turnEnds) error {
+	if ends == nil {
+		var m struct {
+			Info map[string]any `json:"info"`
+		}
+		if _, err := r.call(ctx, "POST", "/session/"+sid+"/message", r.prompt(prompt, ""), &m); err != nil {
+			return err
+		}
+		if m.Info["error"] != nil {
+			return fmt.Errorf("turn of %s failed: %v", sid, m.Info["error"])
+		}
+		return nil
+	}
+	done := ends.expect(sid)
+	defer ends.forget(sid)
+	if _, err := r.call(ctx, "POST", "/session/"+sid+"/prompt_async", r.prompt(prompt, ""), nil); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Minute):
+		return fmt.Errorf("turn of %s: no session.idle: %w", sid, errTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// watchTurnEnds follows the server's event stream for the ends of turns
+// posted with prompt_async (none when !async, for blocking turns); stop
+// closes the stream.
+func (r *runner) watchTurnEnds(ctx context.Context, async bool) (*turnEnds, func(), error) {
+	if !async {
+		return nil, func() {}, nil
+	}
+	ends := &turnEnds{waiting: map[string]chan error{}}
+	sctx, cancel := context.WithCancel(ctx)
+	if err := r.subscribe(sctx, ends.observe); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return ends, cancel, nil
+}
+
+// turnEnds hands each waiting session the end of its turn, read from one
+// event stream shared by every session: session.idle ends a turn, and a
+// session.error before it makes that turn a failure.
+type turnEnds struct {
+	mu      sync.Mutex
+	waiting map[string]chan error
+	failed  map[string]error
+}
+
+func (t *turnEnds) expect(sid string) <-chan error {
+	ch := make(chan error, 1)
+	t.mu.Lock()
+	t.waiting[sid] = ch
+	t.mu.Unlock()
+	return ch
+}
+
+func (t *turnEnds) forget(sid string) {
+	t.mu.Lock()
+	delete(t.waiting, sid)
+	delete(t.failed, sid)
+	t.mu.Unlock()
+}
+
+func (t *turnEnds) observe(ev sseEvent) {
+	if ev.Type != core.EventSessionIdle && ev.Type != core.EventSessionError {
+		return
+	}
+	sid := sessionOf(ev.Properties)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ch, ok := t.waiting[sid]
+	if !ok {
+		return
+	}
+	if ev.Type == core.EventSessionError {
+		if t.failed == nil {
+			t.failed = map[string]error{}
+		}
+		t.failed[sid] = fmt.Errorf("turn of %s failed: %s", sid, ev.Properties)
+		return
+	}
+	select {
+	case ch <- t.failed[sid]:
+	default:
+	}
 }

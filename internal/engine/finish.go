@@ -143,6 +143,13 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 	run.Reason, run.Error, run.Time.Ended = o.reason, o.err, now
 	run.Phase, run.Attempt, run.RetryMessage, run.NextRetry = "", 0, "", 0
 	w.run(run)
+	// The session's totals move once, when the run ends, by what its
+	// messages record (each step's usage is on its message as it ends):
+	// a read and a rewrite of the session per run rather than per step,
+	// and exact across restarts, since a run ends exactly once.
+	if cost, tokens := runUsage(msgs, msg); cost > 0 || tokens != (core.Tokens{}) {
+		addUsage(&w, run.SessionID, cost, tokens)
+	}
 	if w.err != nil {
 		return w.err
 	}
@@ -282,4 +289,27 @@ func (e *Engine) ended(es ends) {
 		e.log.Info("run ended", args...)
 		e.runEnded(r.ID)
 	}
+}
+
+// runUsage totals the usage of a run's assistant messages, last (the
+// message the end is written on) standing for its stored copy.
+func runUsage(msgs []core.Message, last *core.Message) (float64, core.Tokens) {
+	var cost float64
+	var tokens core.Tokens
+	seen := false
+	for _, m := range msgs {
+		if m.Role != core.RoleAssistant {
+			continue
+		}
+		if m.ID == last.ID {
+			m, seen = *last, true
+		}
+		cost += m.Cost
+		tokens = tokens.Add(m.Tokens)
+	}
+	if !seen {
+		cost += last.Cost
+		tokens = tokens.Add(last.Tokens)
+	}
+	return cost, tokens
 }

@@ -280,11 +280,7 @@ func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
 		s.msg.Error = failure
 	}
 	msg := s.msg
-	sessionID := r.run.SessionID
 	r.later(func(w *writer) {
-		if cost > 0 || tokens != (core.Tokens{}) {
-			addUsage(w, sessionID, cost, tokens)
-		}
 		for _, p := range parts {
 			w.part(p)
 		}
@@ -326,8 +322,7 @@ func (s *step) closedParts(now int64, failed bool) []core.Part {
 	return parts
 }
 
-// addUsage moves the session's totals with a step's, in the same
-// transaction as the step's own accounting.
+// addUsage moves the session's totals by a run's usage.
 func addUsage(w *writer, sessionID string, cost float64, tokens core.Tokens) {
 	sess, err := w.tx.Session(w.ctx, sessionID)
 	if err != nil {
