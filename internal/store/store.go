@@ -183,7 +183,9 @@ type Store interface {
 	SetCommitHook(func(events []core.Event))
 	// PruneEvents deletes events older than the cutoff (epoch ms) and all but
 	// the newest keep events (keep 0: no count limit). It returns how many it
-	// deleted.
+	// deleted. The log is pruned from its start, in its order: an old event
+	// that follows a newer one (a clock set back) stays until the events
+	// before it have aged out too.
 	PruneEvents(ctx context.Context, olderThanMS int64, keep int) (int64, error)
 	// Close releases the store. It is safe to call more than once.
 	Close() error

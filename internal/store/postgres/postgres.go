@@ -336,7 +336,9 @@ func storageError(err error) error {
 func (s *Store) PruneEvents(ctx context.Context, olderThanMS int64, keep int) (int64, error) {
 	var total int64
 	if olderThanMS > 0 {
-		res, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE time_ms < $1`, olderThanMS)
+		res, err := s.db.ExecContext(ctx, `DELETE FROM events WHERE seq < COALESCE(
+			(SELECT seq FROM events WHERE time_ms >= $1 ORDER BY seq LIMIT 1),
+			(SELECT MAX(seq) + 1 FROM events))`, olderThanMS)
 		if err != nil {
 			return 0, fmt.Errorf("prune events by age: %w", storageError(err))
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -314,5 +315,44 @@ func TestStatusOfAnotherRule(t *testing.T) {
 	var n int
 	if err := db.QueryRow(`SELECT count(*) FROM sessions WHERE status_rule != ?`, core.StatusRule).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d rows left under another rule (%v)", n, err)
+	}
+}
+
+// TestCheckpointerCopiesCommits: commits reach the database file without
+// the writer checkpointing (its bound is far above these few pages): the
+// checkpointer beside the committer copies them from the WAL.
+func TestCheckpointerCopiesCommits(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a.db")
+	s, err := sqlite.Open(t.Context(), path, sqlite.Options{CheckpointEvery: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	err = s.Tx(t.Context(), func(tx store.Tx) error {
+		for i := range 200 {
+			if err := tx.InsertSession(t.Context(), storetest.NewSession(fmt.Sprintf("/d%d", i), time.Now().UnixMilli())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for size() <= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("database file still %d bytes: the commit was never checkpointed", before)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -69,6 +69,36 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 }
 
+// testPruneInLogOrder: age pruning deletes the log's oldest stretch, in
+// seq order; an old event behind a newer one (a clock set back) waits.
+func testPruneInLogOrder(t *testing.T, s store.Store, _ func() store.Store) {
+	_, _ = s.PruneEvents(ctx(t), time.Now().Add(time.Hour).UnixMilli(), 0)
+	_, base, _ := s.EventBounds(ctx(t))
+	old, now := time.Now().Add(-time.Hour).UnixMilli(), time.Now().UnixMilli()
+	mustTx(t, s, func(tx store.Tx) error {
+		for _, at := range []int64{old, old, now, old, now} {
+			ev := core.MustEvent("ses_x", "test", 0)
+			ev.Time = at
+			if err := tx.AppendEvent(ctx(t), ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	n, err := s.PruneEvents(ctx(t), time.Now().Add(-time.Minute).UnixMilli(), 0)
+	if err != nil || n != 2 {
+		t.Fatalf("prune by age: n=%d err=%v, want 2", n, err)
+	}
+	if first, last, _ := s.EventBounds(ctx(t)); first != base+3 || last != base+5 {
+		t.Errorf("bounds after age prune = %d..%d, want %d..%d", first, last, base+3, base+5)
+	}
+	// Once everything before it is old, the late old event goes too.
+	n, err = s.PruneEvents(ctx(t), now+1, 0)
+	if err != nil || n != 3 {
+		t.Fatalf("prune everything: n=%d err=%v, want 3", n, err)
+	}
+}
+
 func testPrune(t *testing.T, s store.Store, _ func() store.Store) {
 	_, base, _ := s.EventBounds(ctx(t))
 	old := time.Now().Add(-time.Hour).UnixMilli()

@@ -37,6 +37,7 @@ func Exercise(t *testing.T, open Opener) {
 		"EventsOrdered":         testEventsOrdered,
 		"RollbackWritesNothing": testRollback,
 		"PruneAndBounds":        testPrune,
+		"PruneInLogOrder":       testPruneInLogOrder,
 		"DeleteCascades":        testDeleteCascades,
 		"SurvivesReopen":        testReopen,
 		"ConcurrentWriters":     testConcurrentWriters,
