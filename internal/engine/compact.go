@@ -214,11 +214,7 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 			Type: core.PartCompaction, Auto: true, Overflow: overflow, TailStart: tailStart}
 		userID = user.ID
 		before = func(w *writer) {
-			if w.err == nil {
-				if w.err = w.tx.InsertMessage(w.ctx, user); w.err == nil {
-					w.messageEvent(user)
-				}
-			}
+			w.insertMessage(user)
 			w.part(part)
 		}
 	}

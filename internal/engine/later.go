@@ -89,10 +89,11 @@ func (r *runner) txLocked(ctx context.Context, fn func(tx store.Tx) error) error
 	l.mu.Unlock()
 	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
 		if len(writes) > 0 {
-			w := writer{ctx: ctx, tx: tx}
+			w := writer{ctx: ctx, tx: tx, rows: &rowBuffer{}}
 			for _, write := range writes {
 				write(&w)
 			}
+			w.flushRows()
 			if w.err != nil {
 				return w.err
 			}

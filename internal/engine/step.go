@@ -336,12 +336,12 @@ func addUsage(w *writer, sessionID string, cost float64, tokens core.Tokens) {
 	w.session(sess)
 }
 
+// putPart commits p now, with the pending writes: as one of them, so that
+// a part they already hold (a tool call pending, now running) is stored
+// once.
 func (r *runner) putPart(ctx context.Context, p core.Part) error {
-	return r.tx(ctx, func(tx store.Tx) error {
-		w := writer{ctx: ctx, tx: tx}
-		w.part(p)
-		return w.err
-	})
+	r.later(func(w *writer) { w.part(p) })
+	return r.tx(ctx, func(store.Tx) error { return nil })
 }
 
 // flushOnShutdown persists streamed text so a restart loses nothing that

@@ -209,7 +209,12 @@ func (t *Tx) storeStatus(ctx context.Context, id string, st core.SessionStatus) 
 	if st.Type != core.StatusIdle {
 		active = 1
 	}
-	if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, status_rule = ?, active = ? WHERE id = ?`, data, core.StatusRule, active, id); err != nil {
+	// Most writes leave the status as it was (each step of a busy run
+	// rewrote the same busy status): the condition leaves such a row, and
+	// its page, untouched.
+	if _, err := t.exec(ctx, `UPDATE sessions SET status = ?, status_rule = ?, active = ?
+		WHERE id = ? AND (status IS NOT ? OR status_rule IS NOT ? OR active IS NOT ?)`,
+		data, core.StatusRule, active, id, data, core.StatusRule, active); err != nil {
 		return fmt.Errorf("store status of %s: %w", id, err)
 	}
 	return nil
