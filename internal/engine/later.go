@@ -87,19 +87,15 @@ func (r *runner) txLocked(ctx context.Context, fn func(tx store.Tx) error) error
 	l.mu.Lock()
 	writes := l.writes
 	l.mu.Unlock()
-	err := r.e.st.Tx(ctx, func(tx store.Tx) error {
-		if len(writes) > 0 {
-			w := writer{ctx: ctx, tx: tx, rows: &rowBuffer{}}
-			for _, write := range writes {
-				write(&w)
+	rec, err := record(ctx, writes)
+	if err == nil {
+		err = r.e.st.Tx(ctx, func(tx store.Tx) error {
+			if err := rec.apply(ctx, tx); err != nil {
+				return err
 			}
-			w.flushRows()
-			if w.err != nil {
-				return w.err
-			}
-		}
-		return fn(tx)
-	})
+			return fn(tx)
+		})
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err == nil {

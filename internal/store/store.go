@@ -143,6 +143,13 @@ type Tx interface {
 	// PutPart inserts or replaces a part; ErrConflict when the id belongs
 	// to another message.
 	PutPart(ctx context.Context, p core.Part) error
+	// PutPartJSON is PutPart given p's JSON encoding (json.Marshal(p)),
+	// made by the caller once for the row and its event, and before the
+	// transaction, outside the writer's serial section. PutMessageJSON
+	// and UpdateRunJSON are the same for messages and runs.
+	PutPartJSON(ctx context.Context, p core.Part, data []byte) error
+	// PutMessageJSON is PutMessage given m's JSON encoding.
+	PutMessageJSON(ctx context.Context, m core.Message, data []byte) error
 	// RetireFrom retires a session's messages from messageID on (when
 	// partID is set: that message's parts from partID on, and the messages
 	// after it). They stay as tombstones marked with by; no read returns
@@ -155,6 +162,8 @@ type Tx interface {
 	// UpdateRun replaces a run's mutable fields; ErrRunEnded once the
 	// stored run is terminal.
 	UpdateRun(ctx context.Context, r core.Run) error
+	// UpdateRunJSON is UpdateRun given r's JSON encoding.
+	UpdateRunJSON(ctx context.Context, r core.Run, data []byte) error
 	// PutTodos replaces a session's todo list; ErrNotFound when the session
 	// does not exist.
 	PutTodos(ctx context.Context, sessionID string, todos []core.Todo) error

@@ -158,16 +158,21 @@ func (t *Tx) InsertMessage(ctx context.Context, m core.Message) error {
 		return err
 	}
 	return t.insert(ctx, "message", `INSERT INTO messages (id, session_id, run_id, role, seq, data) VALUES (?, ?, ?, ?, `+nextSeq+`, ?)`,
-		m.ID, m.SessionID, m.RunID, m.Role, m.SessionID, data)
+		m.ID, m.SessionID, m.RunID, m.Role, m.SessionID, string(data))
 }
 
 // PutMessage implements store.Tx.
 func (t *Tx) PutMessage(ctx context.Context, m core.Message) error {
-	if err := t.LockSession(ctx, m.SessionID); err != nil {
+	data, err := json.Marshal(m)
+	if err != nil {
 		return err
 	}
-	data, err := encode(m)
-	if err != nil {
+	return t.PutMessageJSON(ctx, m, data)
+}
+
+// PutMessageJSON implements store.Tx.
+func (t *Tx) PutMessageJSON(ctx context.Context, m core.Message, data []byte) error {
+	if err := t.LockSession(ctx, m.SessionID); err != nil {
 		return err
 	}
 	// An id of another session is never overwritten: the update applies
@@ -180,17 +185,22 @@ func (t *Tx) PutMessage(ctx context.Context, m core.Message) error {
 
 // PutPart implements store.Tx.
 func (t *Tx) PutPart(ctx context.Context, p core.Part) error {
-	if err := t.LockSession(ctx, p.SessionID); err != nil {
+	data, err := json.Marshal(p)
+	if err != nil {
 		return err
 	}
-	data, err := encode(p)
-	if err != nil {
+	return t.PutPartJSON(ctx, p, data)
+}
+
+// PutPartJSON implements store.Tx.
+func (t *Tx) PutPartJSON(ctx context.Context, p core.Part, data []byte) error {
+	if err := t.LockSession(ctx, p.SessionID); err != nil {
 		return err
 	}
 	// A part id of another message is never overwritten.
 	res, err := t.exec(ctx, `INSERT INTO parts (id, message_id, session_id, pos, data) VALUES (?, ?, ?, `+nextPos+`, ?)
 		ON CONFLICT (id) DO UPDATE SET data = excluded.data WHERE parts.message_id = excluded.message_id AND parts.session_id = excluded.session_id`,
-		p.ID, p.MessageID, p.SessionID, p.MessageID, data)
+		p.ID, p.MessageID, p.SessionID, p.MessageID, string(data))
 	return affected(res, err, "put part "+p.ID)
 }
 
@@ -270,14 +280,19 @@ func (t *Tx) InsertRun(ctx context.Context, r core.Run) error {
 
 // UpdateRun implements store.Tx.
 func (t *Tx) UpdateRun(ctx context.Context, r core.Run) error {
-	data, err := encode(r)
+	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
+	return t.UpdateRunJSON(ctx, r, data)
+}
+
+// UpdateRunJSON implements store.Tx.
+func (t *Tx) UpdateRunJSON(ctx context.Context, r core.Run, data []byte) error {
 	// A run that has ended is never changed again, whatever the caller
 	// believes: the write is conditional on the stored state.
 	res, err := t.exec(ctx, `UPDATE runs SET state = ?, ended_ms = ?, data = ? WHERE id = ? AND NOT `+terminalStates,
-		r.State, r.Time.Ended, data, r.ID)
+		r.State, r.Time.Ended, string(data), r.ID)
 	if err != nil {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
