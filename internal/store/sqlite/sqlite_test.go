@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -354,5 +355,38 @@ func TestCheckpointerCopiesCommits(t *testing.T) {
 			t.Fatalf("database file still %d bytes: the commit was never checkpointed", before)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestNewSessionStoresItsStatus: a session that never ran has its (idle)
+// status stored with it, under the current rule, so neither reads nor
+// the next start-up have to derive it (start-up rewrote every such
+// session, 5 s for 100,000).
+func TestNewSessionStoresItsStatus(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "a.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sess := storetest.NewSession("/a", time.Now().UnixMilli())
+	if err := s.Tx(ctx, func(tx store.Tx) error { return tx.InsertSession(ctx, sess) }); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var status sql.NullString
+	var rule, active int
+	if err := db.QueryRow(`SELECT status, status_rule, active FROM sessions WHERE id = ?`, sess.ID).Scan(&status, &rule, &active); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(core.StatusOf(nil, nil))
+	if status.String != string(want) || rule != core.StatusRule || active != 0 {
+		t.Errorf("stored status %v rule %d active %d, want %s rule %d active 0", status, rule, active, want, core.StatusRule)
 	}
 }
