@@ -216,6 +216,23 @@ func TestContextOverflowCompactsAndRetries(t *testing.T) {
 	if !refused || !overflow {
 		t.Errorf("refused step marked %v, compaction marked overflow %v", refused, overflow)
 	}
+	// The compaction's request, inserted in the transaction that also
+	// carries the refused step's end, comes after that step, in the
+	// server's order of arrival; its summary after it.
+	var order []string
+	for _, mm := range mustMessages(t, n, sid) {
+		switch {
+		case mm.Info.Error != nil:
+			order = append(order, "refused")
+		case mm.Info.Role == core.RoleUser && mm.Info.Agent == "compaction":
+			order = append(order, "request")
+		case mm.Info.Summary:
+			order = append(order, "summary")
+		}
+	}
+	if strings.Join(order, " ") != "refused request summary" {
+		t.Errorf("transcript order %v, want the refused step, the compaction request, its summary", order)
+	}
 	// A refusal that compaction cannot cure fails the run once, not in a
 	// loop.
 	n.send(sid, "overflow:10\nreply:never")

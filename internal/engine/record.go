@@ -20,12 +20,12 @@ import (
 // ended; a tool call pending, then running): the row is stored once, with
 // its last version, at the place of its first, while every version keeps
 // its event, in order. That place keeps the server's order of arrival and
-// a message ahead of its parts; a message inserted among them (a
-// compaction's request) closes the rows before it to later versions, so
-// that none of those moves after it.
+// a message ahead of its parts, a message inserted among them (a
+// compaction's request) included: every write keeps its place in the one
+// list.
 type recording struct {
 	ops    []recorded
-	index  map[string]int // part and message ids → their op, since the last insert
+	index  map[string]int // part and message ids → their op
 	events []core.Event
 }
 
@@ -63,11 +63,8 @@ func (r *recording) put(id string, op recorded) {
 	r.ops = append(r.ops, op)
 }
 
-// insert records a message insert; rows before it take no later version.
-func (r *recording) insert(op recorded) {
-	clear(r.index)
-	r.ops = append(r.ops, op)
-}
+// insert records a message insert.
+func (r *recording) insert(op recorded) { r.ops = append(r.ops, op) }
 
 // apply stores the recording in tx.
 func (r *recording) apply(ctx context.Context, tx store.Tx) error {

@@ -51,8 +51,7 @@ func (r *recordingTx) AppendEvent(_ context.Context, ev core.Event) error {
 
 // Pending writes store each part and message once, with its last version,
 // at the place of its first; every version keeps its event, in order; a
-// message inserted among them comes after the rows recorded before it,
-// which take no later version.
+// message inserted among them keeps its place.
 func TestRecordedWritesStoreEachRowOnce(t *testing.T) {
 	t.Parallel()
 	rec, err := record(t.Context(), []func(*writer){
@@ -79,8 +78,8 @@ func TestRecordedWritesStoreEachRowOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"message msg_1 stop", "part prt_1 a2", "part prt_2 b", "run run_1",
-		"insert msg_2", "part prt_3 c2", "part prt_1 a3",
+		"message msg_1 stop", "part prt_1 a3", "part prt_2 b", "run run_1",
+		"insert msg_2", "part prt_3 c2",
 		"event message.updated", "event message.part.updated", "event message.part.updated",
 		"event message.part.updated", "event message.updated", "event run.updated",
 		"event message.updated", "event message.part.updated", "event message.part.updated",
