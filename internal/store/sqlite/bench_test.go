@@ -146,25 +146,29 @@ func fill100k(b *testing.B, s store.Store) {
 // walks the log from the cursor.
 func BenchmarkSessionReplay100k(b *testing.B) {
 	s := openBench(b, "OFF")
-	ctx := context.Background()
 	fill100k(b, s)
 	b.ReportAllocs()
 	for b.Loop() {
-		n := 0
-		for after := int64(0); ; {
-			evs, err := s.Events(ctx, store.EventQuery{After: after, SessionID: "ses_7", Limit: 512})
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += len(evs)
-			if len(evs) < 512 {
-				break
-			}
-			after = evs[len(evs)-1].Seq
-		}
-		if n != 2000 {
+		if n := replay(b, s, "ses_7"); n != 2000 {
 			b.Fatalf("replayed %d", n)
 		}
+	}
+}
+
+// replay reads the log (one session's part of it, when sessionID is set)
+// from the start in pages of 512 and returns how many events it read.
+func replay(b *testing.B, s store.Store, sessionID string) int {
+	n := 0
+	for after := int64(0); ; {
+		evs, err := s.Events(context.Background(), store.EventQuery{After: after, SessionID: sessionID, Limit: 512})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(evs)
+		if len(evs) < 512 {
+			return n
+		}
+		after = evs[len(evs)-1].Seq
 	}
 }
 
@@ -172,24 +176,11 @@ func BenchmarkSessionReplay100k(b *testing.B) {
 // as a reconnecting SSE client would.
 func BenchmarkReplay100k(b *testing.B) {
 	s := openBench(b, "OFF")
-	ctx := context.Background()
 	const total = 100_000
 	fill100k(b, s)
 	b.ReportAllocs()
 	for b.Loop() {
-		n := 0
-		for after := int64(0); ; {
-			evs, err := s.Events(ctx, store.EventQuery{After: after, Limit: 512})
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += len(evs)
-			if len(evs) < 512 {
-				break
-			}
-			after = evs[len(evs)-1].Seq
-		}
-		if n != total {
+		if n := replay(b, s, ""); n != total {
 			b.Fatalf("replayed %d", n)
 		}
 	}
