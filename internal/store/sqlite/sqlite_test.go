@@ -390,3 +390,48 @@ func TestNewSessionStoresItsStatus(t *testing.T) {
 		t.Errorf("stored status %v rule %d active %d, want %s rule %d active 0", status, rule, active, want, core.StatusRule)
 	}
 }
+
+// TestEncodedRowsAreText: rows written from the caller's encoding
+// (PutPartJSON, PutMessageJSON, UpdateRunJSON) store JSON text, as every
+// other write does, never a blob of the same bytes.
+func TestEncodedRowsAreText(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "a.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now().UnixMilli()
+	sess := storetest.NewSession("/a", now)
+	run := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: sess.ID, State: core.RunRunning, Time: core.RunTime{Created: now}}
+	msg := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: sess.ID, Role: core.RoleUser, RunID: run.ID}
+	part := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: sess.ID, MessageID: msg.ID, Type: core.PartText, Text: "hi"}
+	encoded := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	err = s.Tx(ctx, func(tx store.Tx) error {
+		return errors.Join(tx.InsertSession(ctx, sess), tx.InsertRun(ctx, run),
+			tx.PutMessageJSON(ctx, msg, encoded(msg)), tx.PutPartJSON(ctx, part, encoded(part)),
+			tx.UpdateRunJSON(ctx, run, encoded(run)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, table := range []string{"messages", "parts", "runs"} {
+		var kind string
+		if err := db.QueryRow(`SELECT typeof(data) FROM ` + table).Scan(&kind); err != nil || kind != "text" {
+			t.Errorf("%s.data stored as %q (%v), want text", table, kind, err)
+		}
+	}
+}

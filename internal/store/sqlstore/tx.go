@@ -170,7 +170,7 @@ func (t *Tx) InsertMessage(ctx context.Context, m core.Message) error {
 		return err
 	}
 	return t.insert(ctx, "message", `INSERT INTO messages (id, session_id, run_id, role, seq, data) VALUES (?, ?, ?, ?, `+nextSeq+`, ?)`,
-		m.ID, m.SessionID, m.RunID, m.Role, m.SessionID, string(data))
+		m.ID, m.SessionID, m.RunID, m.Role, m.SessionID, data)
 }
 
 // PutMessage implements store.Tx.
@@ -191,7 +191,7 @@ func (t *Tx) PutMessageJSON(ctx context.Context, m core.Message, data []byte) er
 	// only within the message's own session.
 	res, err := t.exec(ctx, `INSERT INTO messages (id, session_id, run_id, role, seq, data) VALUES (?, ?, ?, ?, `+nextSeq+`, ?)
 		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, data = excluded.data WHERE messages.session_id = excluded.session_id`,
-		m.ID, m.SessionID, m.RunID, m.Role, m.SessionID, data)
+		m.ID, m.SessionID, m.RunID, m.Role, m.SessionID, string(data))
 	return affected(res, err, "put message "+m.ID)
 }
 
