@@ -291,6 +291,20 @@ func (e *Engine) ended(es ends) {
 	}
 }
 
+// addUsage moves the session's totals by a run's usage.
+func addUsage(w *writer, sessionID string, cost float64, tokens core.Tokens) {
+	sess, err := w.tx.Session(w.ctx, sessionID)
+	if err != nil {
+		if w.err == nil {
+			w.err = err
+		}
+		return
+	}
+	sess.Cost += cost
+	sess.Tokens = sess.Tokens.Add(tokens)
+	w.session(sess)
+}
+
 // runUsage totals the usage of a run's assistant messages, last (the
 // message the end is written on) standing for its stored copy.
 func runUsage(msgs []core.Message, last *core.Message) (float64, core.Tokens) {

@@ -322,20 +322,6 @@ func (s *step) closedParts(now int64, failed bool) []core.Part {
 	return parts
 }
 
-// addUsage moves the session's totals by a run's usage.
-func addUsage(w *writer, sessionID string, cost float64, tokens core.Tokens) {
-	sess, err := w.tx.Session(w.ctx, sessionID)
-	if err != nil {
-		if w.err == nil {
-			w.err = err
-		}
-		return
-	}
-	sess.Cost += cost
-	sess.Tokens = sess.Tokens.Add(tokens)
-	w.session(sess)
-}
-
 // putPart commits p now, with the pending writes: as one of them, so that
 // a part they already hold (a tool call pending, now running) is stored
 // once.
