@@ -389,6 +389,20 @@ func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run
 	}
 	c.mu.Unlock()
 
+	if base != nil {
+		// A revert retires messages from a point on (or a message's parts
+		// from a point on and the messages after it): the kept view is
+		// stale exactly when its last message lost itself or a part.
+		// Another node may have made the revert, so the store says.
+		intact, err := st.MessageIntact(ctx, run.SessionID, base.through)
+		if err != nil {
+			return nil, err
+		}
+		if !intact {
+			base = nil
+		}
+	}
+
 	q := store.MessageQuery{Before: run.UserMessageID}
 	if base != nil {
 		q.After = base.through

@@ -176,6 +176,27 @@ func TestKeptHistoryEqualsWholePrefix(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("prefix from the kept view differs from a whole read (-whole +kept):\n%s", diff)
 	}
+
+	// A revert to the ended run's first message, then a prompt: the
+	// reverted messages are retired, and the next run's prefix leaves them
+	// out although the cache kept them.
+	write(func(tx store.Tx) error {
+		_, _, err := tx.RetireFrom(ctx, run.SessionID, run.UserMessageID, "", "revert")
+		return err
+	})
+	third := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: run.SessionID, State: core.RunRunning, Time: run.Time}
+	third.UserMessageID = message(third.ID, core.RoleUser, core.Part{Type: core.PartText, Text: "after the revert"}).ID
+	got, err = e.history.prefix(ctx, e.st, third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err = (&historyCache{}).prefix(ctx, e.st, third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after a revert, the prefix from the kept view differs from a whole read (-whole +kept):\n%s", diff)
+	}
 }
 
 // countingStore counts the reads of what comes before a run.

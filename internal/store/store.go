@@ -55,6 +55,12 @@ type MessageQuery struct {
 	MaxBytes int
 }
 
+// MessageSeq is a message's id and its place in its session.
+type MessageSeq struct {
+	ID  string
+	Seq int64
+}
+
 // EventQuery selects durable events after a position in the log.
 type EventQuery struct {
 	After     int64
@@ -74,6 +80,14 @@ type Reader interface {
 	Sessions(ctx context.Context, q SessionQuery) ([]core.Session, error)
 	// Messages lists a session's messages with their parts, oldest first.
 	Messages(ctx context.Context, sessionID string, q MessageQuery) ([]core.MessageWithParts, error)
+	// MessageSeqs lists the ids and positions of a session's live messages
+	// placed after position after, in order: what a runner asks the store
+	// to learn which messages exist, without reading them (it knows the
+	// ones it wrote).
+	MessageSeqs(ctx context.Context, sessionID string, after int64) ([]MessageSeq, error)
+	// MessageIntact reports whether a message of the session is live, its
+	// parts included: false once a revert retired it or any of its parts.
+	MessageIntact(ctx context.Context, sessionID, messageID string) (bool, error)
 	// RunMessages lists the infos (without parts) of the messages tied to a
 	// run, oldest first: its user messages and its assistant messages.
 	RunMessages(ctx context.Context, runID string) ([]core.Message, error)

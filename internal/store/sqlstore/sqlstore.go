@@ -311,6 +311,38 @@ func (r Reader) Messages(ctx context.Context, sessionID string, q store.MessageQ
 	return out, nil
 }
 
+// MessageSeqs implements store.Reader.
+func (r Reader) MessageSeqs(ctx context.Context, sessionID string, after int64) ([]store.MessageSeq, error) {
+	rows, err := r.query(ctx, `SELECT id, seq FROM messages WHERE session_id = ? AND seq > ? AND retired = '' ORDER BY seq`, sessionID, after)
+	if err != nil {
+		return nil, fmt.Errorf("list message positions: %w", err)
+	}
+	defer rows.Close()
+	var out []store.MessageSeq
+	for rows.Next() {
+		var m store.MessageSeq
+		if err := rows.Scan(&m.ID, &m.Seq); err != nil {
+			return nil, fmt.Errorf("scan message positions: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list message positions: %w", err)
+	}
+	return out, nil
+}
+
+// MessageIntact implements store.Reader.
+func (r Reader) MessageIntact(ctx context.Context, sessionID, messageID string) (bool, error) {
+	var ok bool
+	err := r.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = ? AND session_id = ? AND retired = '')
+		AND NOT EXISTS (SELECT 1 FROM parts WHERE message_id = ? AND retired != '')`, messageID, sessionID, messageID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("check message %s: %w", messageID, err)
+	}
+	return ok, nil
+}
+
 // RunMessages implements store.Reader.
 func (r Reader) RunMessages(ctx context.Context, runID string) ([]core.Message, error) {
 	rows, err := r.query(ctx, `SELECT `+messageCols+` FROM messages WHERE run_id = ? AND retired = '' ORDER BY seq`, runID)

@@ -160,6 +160,109 @@ func testMessagePaging(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 }
 
+// testMessageSeqs: the positions of a session's live messages after a
+// place, in order; retired messages and other sessions' are left out.
+func testMessageSeqs(t *testing.T, s store.Store, _ func() store.Store) {
+	sess, other := NewSession("/a", time.Now().UnixMilli()), NewSession("/b", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	insertSession(t, s, other)
+	var ids []string
+	mustTx(t, s, func(tx store.Tx) error {
+		for range 5 {
+			m := userMessage(sess.ID)
+			ids = append(ids, m.ID)
+			if err := tx.InsertMessage(ctx(t), m); err != nil {
+				return err
+			}
+			if err := tx.InsertMessage(ctx(t), userMessage(other.ID)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	idsOf := func(after int64) ([]string, []store.MessageSeq) {
+		t.Helper()
+		seqs, err := s.MessageSeqs(ctx(t), sess.ID, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for i, m := range seqs {
+			if i > 0 && m.Seq <= seqs[i-1].Seq {
+				t.Fatalf("positions out of order: %v", seqs)
+			}
+			out = append(out, m.ID)
+		}
+		return out, seqs
+	}
+	got, all := idsOf(0)
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Fatalf("all messages (-want +got):\n%s", diff)
+	}
+	if got, _ := idsOf(all[1].Seq); !cmp.Equal(got, ids[2:]) {
+		t.Fatalf("after the second: %v, want %v", got, ids[2:])
+	}
+	if got, _ := idsOf(all[4].Seq); len(got) != 0 {
+		t.Fatalf("after the last: %v", got)
+	}
+	mustTx(t, s, func(tx store.Tx) error {
+		_, _, err := tx.RetireFrom(ctx(t), sess.ID, ids[3], "", "revert-1")
+		return err
+	})
+	if got, _ := idsOf(0); !cmp.Equal(got, ids[:3]) {
+		t.Fatalf("after retiring the fourth: %v, want %v", got, ids[:3])
+	}
+}
+
+// testMessageIntact: a message is intact until a revert retires it or one
+// of its parts.
+func testMessageIntact(t *testing.T, s store.Store, _ func() store.Store) {
+	sess := NewSession("/a", time.Now().UnixMilli())
+	insertSession(t, s, sess)
+	var msgs []core.Message
+	var parts []core.Part
+	mustTx(t, s, func(tx store.Tx) error {
+		for range 3 {
+			m := userMessage(sess.ID)
+			msgs = append(msgs, m)
+			if err := tx.InsertMessage(ctx(t), m); err != nil {
+				return err
+			}
+			for range 2 {
+				p := textPart(m, "t")
+				parts = append(parts, p)
+				if err := tx.PutPart(ctx(t), p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	intact := func(m core.Message) bool {
+		t.Helper()
+		ok, err := s.MessageIntact(ctx(t), sess.ID, m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !intact(msgs[0]) || !intact(msgs[1]) || !intact(msgs[2]) {
+		t.Fatal("a fresh message is not intact")
+	}
+	if ok, err := s.MessageIntact(ctx(t), "ses_other", msgs[0].ID); ok || err != nil {
+		t.Fatalf("another session's message: %v %v", ok, err)
+	}
+	// From the second message's second part on: that message stays, less
+	// a part; the third goes.
+	mustTx(t, s, func(tx store.Tx) error {
+		_, _, err := tx.RetireFrom(ctx(t), sess.ID, msgs[1].ID, parts[3].ID, "revert-1")
+		return err
+	})
+	if !intact(msgs[0]) || intact(msgs[1]) || intact(msgs[2]) {
+		t.Fatalf("after a revert: intact %v %v %v, want true false false", intact(msgs[0]), intact(msgs[1]), intact(msgs[2]))
+	}
+}
+
 // testRetireFrom: retired messages and parts stay in the store but no
 // read returns them; a partial retirement keeps the message and its
 // earlier parts.

@@ -30,6 +30,8 @@ func Exercise(t *testing.T, open Opener) {
 		"SessionConflict":       testSessionConflict,
 		"MessagesAndParts":      testMessagesAndParts,
 		"MessagePaging":         testMessagePaging,
+		"MessageSeqs":           testMessageSeqs,
+		"MessageIntact":         testMessageIntact,
 		"MessagesByBytes":       testMessagesByBytes,
 		"RetireFrom":            testRetireFrom,
 		"RunsAndStatus":         testRunsAndStatus,
