@@ -128,6 +128,9 @@ func cmdServe(ctx context.Context, args []string) error {
 		cfg.Engine.Resume = *resume
 	}
 	cfg.Engine.LeaseTTL, cfg.Engine.LeaseRenew = *leaseTTL, *leaseRenew
+	// The test suites' check that a run's kept transcript is the store's
+	// (engine.Config.CheckHistory), for the binaries they start.
+	cfg.Engine.CheckHistory = os.Getenv("AGENTD_CHECK_HISTORY") == "1"
 	if *maxSteps > 0 {
 		cfg.Engine.MaxSteps = *maxSteps
 	}

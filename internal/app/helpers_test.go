@@ -84,6 +84,7 @@ func startNode(t *testing.T, opts ...option) *node {
 	cfg.Engine.Permission = []core.Rule{{Permission: "bash", Pattern: "*", Action: core.ActionAllow}}
 	cfg.Engine.Resume = true
 	cfg.Engine.Retry = fastRetry()
+	cfg.Engine.CheckHistory = true
 	for _, o := range opts {
 		o(&cfg)
 	}

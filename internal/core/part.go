@@ -112,6 +112,21 @@ func (s ToolState) MarshalJSON() ([]byte, error) {
 	}
 }
 
+// StoredInput is a call's input as its state's JSON carries it, and so as
+// a read gives it back: the object the model sent, compact, or {} for
+// anything else (what the model sent stays in Raw).
+func StoredInput(input json.RawMessage) json.RawMessage {
+	if !isObject(input) {
+		return json.RawMessage("{}")
+	}
+	// Compact and escaped, as encoding the state leaves it.
+	b, err := json.Marshal(input)
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
 // isObject reports whether b is a JSON object.
 func isObject(b json.RawMessage) bool {
 	for _, c := range b {

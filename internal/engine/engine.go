@@ -110,6 +110,11 @@ type Config struct {
 	// Tracer, when set, records a span per run, step, model call and tool
 	// call; nil records nothing.
 	Tracer trace.Tracer
+	// CheckHistory makes every step compare the transcript its run keeps
+	// from its own writes with the store's, and fail the run when they
+	// differ (see own.go). It costs a read of the run's messages a step:
+	// for tests.
+	CheckHistory bool
 }
 
 func (c *Config) setDefaults() {

@@ -48,7 +48,7 @@ func startEngine(t *testing.T, path, dir string, set func(*engine.Config)) *node
 	models.Add(scripted.ProviderID, &scripted.Model{Second: 10 * time.Millisecond}, nil)
 	cfg := engine.Config{
 		DefaultModel: core.ModelRef{ProviderID: scripted.ProviderID, ModelID: scripted.ModelID},
-		Resume:       true, Logger: slog.New(slog.DiscardHandler), OutputDir: t.TempDir(),
+		Resume:       true, Logger: slog.New(slog.DiscardHandler), OutputDir: t.TempDir(), CheckHistory: true,
 		Permission: []core.Rule{{Permission: "bash", Pattern: "echo *", Action: core.ActionAllow}},
 	}
 	cfg.Retry = engine.RetryPolicy{MaxAttempts: 3, Base: time.Millisecond, Cap: 2 * time.Millisecond}

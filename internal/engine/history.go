@@ -212,29 +212,15 @@ func toolResult(p core.Part) llm.Content {
 //
 // Messages before the run's first user message cannot change while the run
 // executes (but by this run's own compaction, which drops r.prefix), so
-// they are read and converted once. Of the run's own part, a step reads
-// again only from the newest assistant message the previous step read, the
-// one step whose writes may have gone on after that read (its tool calls,
-// its end); every earlier message was complete, since a step starts when
-// the one before it has ended and new messages only ever come after. So a
-// step reads a constant amount however long the run. A compaction drops
-// the kept part with the prefix.
+// they are read and converted once. The run's own part is read at its
+// first step and then kept current from the run's own writes (own.go), so
+// a step reads only the positions of the messages added since. A
+// compaction drops the kept part with the prefix.
 func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
-	since, kept := r.run.UserMessageID, []core.MessageWithParts(nil)
-	if i := newestAssistant(r.own); i >= 0 {
-		since, kept = r.own[i].Info.ID, r.own[:i:i]
-	}
-	fresh, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{Since: since})
+	msgs, err := r.transcript(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	if len(kept) > 0 && (len(fresh) == 0 || fresh[0].Info.ID != since) {
-		// The message read last is gone: read the run's part whole.
-		r.own = nil
-		return r.history(ctx)
-	}
-	msgs := append(kept, fresh...)
-	r.own = msgs
 	var out []llm.Message
 	var parent string
 	if latestCompaction(msgs) != nil {
@@ -242,9 +228,18 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 		out, parent = compose(r.run.ID, msgs, nil)
 	} else {
 		if r.prefix == nil {
-			prefix, err := r.e.history.prefix(ctx, r.e.st, r.run)
+			var at int64 // the run's first message's position, when read
+			if len(msgs) > 0 && msgs[0].Info.ID == r.run.UserMessageID {
+				at = msgs[0].Info.Seq
+			}
+			prefix, err := r.e.history.prefixAt(ctx, r.e.st, r.run, at)
 			if err != nil {
 				return nil, "", err
+			}
+			if r.e.cfg.CheckHistory {
+				if err := r.checkPrefix(ctx, prefix); err != nil {
+					return nil, "", err
+				}
 			}
 			if prefix == nil {
 				// Nothing before the run (a session's first prompt): nil
@@ -261,22 +256,20 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 	return out, parent, nil
 }
 
-// keepHistory hands the session's cache the view this run's last step
-// built, through the last message before that step's newest assistant
-// message: those were complete when it read them, and the run has ended
-// without touching them since (only a run that succeeded is kept; an
-// aborted or failed one closes parts it left open). The session's next
-// run then reads only the run's last messages and its own, instead of the
-// whole previous turn again.
-func (r *runner) keepHistory() {
+// keepHistory hands the session's cache the view of the whole session
+// through the run's last message, once the run has ended (only a run that
+// succeeded is kept; an aborted or failed one closes parts it left open):
+// r.own brought up to date with the run's last writes (own.go), which an
+// ended run no longer changes. The session's next run then reads only its
+// own messages, instead of the previous turn again.
+func (r *runner) keepHistory(ctx context.Context) {
 	if r.prefix == nil || latestCompaction(r.own) != nil {
 		return
 	}
-	i := newestAssistant(r.own)
-	if i <= 0 {
+	if ok, err := r.settleOwn(ctx); !ok || err != nil || len(r.own) == 0 || latestCompaction(r.own) != nil {
 		return
 	}
-	kept := r.own[:i]
+	kept := r.own
 	out, _ := convert(r.run.ID, kept, append(make([]llm.Message, 0, len(r.prefix)+2*len(kept)), r.prefix...))
 	last := kept[len(kept)-1].Info
 	c := &r.e.history
@@ -286,17 +279,6 @@ func (r *runner) keepHistory() {
 		return
 	}
 	c.put(r.run.SessionID, newEntry(last.ID, last.Seq, out))
-}
-
-// newestAssistant is the index of the last assistant message in msgs, -1
-// when there is none.
-func newestAssistant(msgs []core.MessageWithParts) int {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Info.Role == core.RoleAssistant {
-			return i
-		}
-	}
-	return -1
 }
 
 // historyCacheBytes bounds the text the converted histories keep, rather
@@ -378,17 +360,25 @@ func (c *historyCache) drop(sessionID string) {
 
 // prefix returns the conversation before the run's first user message.
 func (c *historyCache) prefix(ctx context.Context, st store.Reader, run core.Run) ([]llm.Message, error) {
-	first, err := st.Message(ctx, run.SessionID, run.UserMessageID)
-	if err != nil {
-		return nil, err
+	return c.prefixAt(ctx, st, run, 0)
+}
+
+// prefixAt is prefix given the position of the run's first user message
+// (0: read it).
+func (c *historyCache) prefixAt(ctx context.Context, st store.Reader, run core.Run, at int64) ([]llm.Message, error) {
+	if at == 0 {
+		first, err := st.Message(ctx, run.SessionID, run.UserMessageID)
+		if err != nil {
+			return nil, err
+		}
+		at = first.Info.Seq
 	}
 	c.mu.Lock()
 	var base *historyEntry
-	if e, ok := c.entries[run.SessionID]; ok && e.throughSeq < first.Info.Seq {
+	if e, ok := c.entries[run.SessionID]; ok && e.throughSeq < at {
 		base = e
 	}
 	c.mu.Unlock()
-
 	if base != nil {
 		// A revert retires messages from a point on (or a message's parts
 		// from a point on and the messages after it): the kept view is

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,10 +12,10 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-// A step's view of the run, built from what the previous step read plus
-// what came since, is exactly the view read whole: through steps whose
-// tool calls end after the read, a message steered in, and a compaction's
-// pruning.
+// A step's view of the run, kept from the run's own writes, is exactly the
+// view read whole: through steps whose tool calls end after the read,
+// messages steered in (before and after the run's own), and a
+// compaction's pruning.
 func TestHistoryKeptBetweenStepsEqualsWhole(t *testing.T) {
 	t.Parallel()
 	e, run := longSession(t, 20)
@@ -35,9 +36,25 @@ func TestHistoryKeptBetweenStepsEqualsWhole(t *testing.T) {
 			t.Errorf("%s: kept view differs from the whole (-whole +kept):\n%s\nparent %s, want %s", what, diff, gotParent, wantParent)
 		}
 	}
+	// write commits as the run; steer as someone else.
 	write := func(fn func(tx store.Tx) error) {
 		t.Helper()
-		if err := e.st.Tx(ctx, fn); err != nil {
+		if err := r.tx(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steer := func(text string) {
+		t.Helper()
+		m := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleUser,
+			Created: run.Time.Created, Agent: "build", RunID: run.ID}
+		err := e.st.Tx(ctx, func(tx store.Tx) error {
+			if err := tx.PutMessage(ctx, m); err != nil {
+				return err
+			}
+			return tx.PutPart(ctx, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: m.ID,
+				Type: core.PartText, Text: text})
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,24 +81,35 @@ func TestHistoryKeptBetweenStepsEqualsWhole(t *testing.T) {
 	write(func(tx store.Tx) error { return tx.PutPart(ctx, p1) })
 	check("the tool call completed after the read")
 	_, p2 := step()
-	steered := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleUser,
-		Created: now, Agent: "build", RunID: run.ID}
-	write(func(tx store.Tx) error {
-		if err := tx.PutMessage(ctx, steered); err != nil {
-			return err
-		}
-		return tx.PutPart(ctx, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: steered.ID,
-			Type: core.PartText, Text: "and also this"})
-	})
-	check("a message steered in")
+	steer("and also this")
+	check("a message steered in after the run's")
 	p2.State.Status, p2.State.Output = core.ToolCompleted, "more"
 	write(func(tx store.Tx) error { return tx.PutPart(ctx, p2) })
 	check("the second tool call completed")
+	steer("one more thing")
+	_, p3 := step()
+	p3.State.Status, p3.State.Output = core.ToolCompleted, "done"
+	write(func(tx store.Tx) error { return tx.PutPart(ctx, p3) })
+	check("a message steered in before the run's")
+	write(func(tx store.Tx) error { return nil })
+	check("nothing written")
 	// Pruning changes a message read long ago; the runner forgets its view.
 	p1.State.Time.Compacted = now
 	write(func(tx store.Tx) error { return tx.PutPart(ctx, p1) })
 	r.forgetHistory()
 	check("after pruning")
+	// A step does not read back what its run wrote: an edit of one of the
+	// run's parts by someone else (which nothing does while a run
+	// executes) goes unseen, and CheckHistory reports it.
+	e.cfg.CheckHistory = true
+	check("checked")
+	p3.State.Output = "edited behind the run's back"
+	if err := e.st.Tx(ctx, func(tx store.Tx) error { return tx.PutPart(ctx, p3) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.history(ctx); err == nil || !strings.Contains(err.Error(), "differs from the store") {
+		t.Fatalf("an edit behind the run's back: %v", err)
+	}
 }
 
 // The history cache keeps what fits its byte budget, many small sessions
@@ -125,6 +153,7 @@ func TestKeptHistoryEqualsWholePrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	r := &runner{e: e, run: run}
 	message := func(runID string, role string, part core.Part) core.Message {
 		t.Helper()
 		m := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: role,
@@ -133,15 +162,22 @@ func TestKeptHistoryEqualsWholePrefix(t *testing.T) {
 			m.ParentID = run.UserMessageID
 		}
 		part.ID, part.SessionID, part.MessageID = core.NewID(core.PrefixPart, false), run.SessionID, m.ID
-		write(func(tx store.Tx) error {
+		fn := func(tx store.Tx) error {
 			if err := tx.PutMessage(ctx, m); err != nil {
 				return err
 			}
 			return tx.PutPart(ctx, part)
-		})
+		}
+		if runID == run.ID && role == core.RoleAssistant {
+			// The run's own, kept from its writes.
+			if err := r.tx(ctx, fn); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			write(fn)
+		}
 		return m
 	}
-	r := &runner{e: e, run: run}
 	read := func() {
 		t.Helper()
 		if _, _, err := r.history(ctx); err != nil {
@@ -156,11 +192,11 @@ func TestKeptHistoryEqualsWholePrefix(t *testing.T) {
 	message(run.ID, core.RoleAssistant, core.Part{Type: core.PartTool, CallID: "call_2", Tool: "read",
 		State: core.ToolState{Status: core.ToolCompleted, Input: []byte(`{"filePath":"b.go"}`), Output: "package b"}})
 	read()
-	message(run.ID, core.RoleAssistant, core.Part{Type: core.PartText, Text: "All done."})
-	read()
-	r.keepHistory()
-	if e := e.history.entries[run.SessionID]; e == nil {
-		t.Fatal("the ended run left no view in the cache")
+	// The answer, written after the last step's read.
+	final := message(run.ID, core.RoleAssistant, core.Part{Type: core.PartText, Text: "All done."})
+	r.keepHistory(ctx)
+	if e := e.history.entries[run.SessionID]; e == nil || e.through != final.ID {
+		t.Fatalf("the ended run left no view through its answer in the cache: %+v", e)
 	}
 
 	next := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: run.SessionID, State: core.RunRunning, Time: run.Time}

@@ -88,13 +88,19 @@ func (r *runner) txLocked(ctx context.Context, fn func(tx store.Tx) error) error
 	writes := l.writes
 	l.mu.Unlock()
 	rec, err := record(ctx, writes)
+	var wrote []ownWrite
 	if err == nil {
 		err = r.e.st.Tx(ctx, func(tx store.Tx) error {
+			wrote = wrote[:0]
+			tx = ownTx{Tx: tx, wrote: &wrote}
 			if err := rec.apply(ctx, tx); err != nil {
 				return err
 			}
 			return fn(tx)
 		})
+	}
+	if err == nil {
+		r.wrote.add(wrote)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -80,7 +80,7 @@ func (e *Engine) execute(run core.Run, lease *store.Lease) error {
 		}
 		endRunSpan(span, o, r.run.Steps)
 		if o.state == core.RunSucceeded {
-			r.keepHistory()
+			r.keepHistory(ctx)
 		}
 		sctx, cancel := detached(ctx)
 		e.summarize(sctx, r.run)
@@ -100,9 +100,11 @@ type runner struct {
 	// prefix is the conversation before this run, converted once (nil:
 	// not read yet; empty when the run is the session's first).
 	prefix []llm.Message
-	// own is the run's part of the transcript as the last step read it
-	// (see history); nil when it must be read whole again.
-	own []core.MessageWithParts
+	// own is the run's part of the transcript as the last step saw it
+	// (see own.go); nil when it must be read whole again. wrote holds the
+	// run's writes committed since, for the next step to apply.
+	own   []core.MessageWithParts
+	wrote ownWrites
 	// recent holds the tool calls of this run, for the doom-loop guard.
 	recent []string
 

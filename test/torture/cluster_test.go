@@ -50,7 +50,8 @@ type cluster struct {
 }
 
 // noSpuriousFencing fails the test when a node stopped a run because it
-// believed its lease lost although nothing froze or cut it off.
+// believed its lease lost although nothing froze or cut it off, or when a
+// run's kept transcript differed from the store's.
 func (cl *cluster) noSpuriousFencing(t *testing.T) {
 	t.Helper()
 	b, _ := os.ReadFile(cl.logPath)
@@ -59,6 +60,7 @@ func (cl *cluster) noSpuriousFencing(t *testing.T) {
 			t.Errorf("a node logged %q", bad)
 		}
 	}
+	keptMatchesStore(t, cl.logPath)
 }
 
 func startCluster(t *testing.T, nodes int) *cluster {

@@ -50,6 +50,9 @@ func (s *server) start() {
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Dir = s.dir
 	cmd.Stderr = s.logFile
+	// Each step compares the transcript its run keeps with the store's
+	// (engine.Config.CheckHistory); keptMatchesStore reads the verdict.
+	cmd.Env = append(os.Environ(), "AGENTD_CHECK_HISTORY=1")
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -378,6 +381,18 @@ func runTorture(t *testing.T, dir string, seconds, nodes int, db string, open fu
 		seen = append(seen, cs.seen)
 	}
 	verify(t, st, acc, samples, seen, filepath.Join(dir, "counter.txt"), kills)
+	keptMatchesStore(t, logFile.Name())
+}
+
+// keptMatchesStore fails the test when a run found the transcript it kept
+// from its own writes different from the store's, through crashes and
+// restarts (the check fails the run and logs it).
+func keptMatchesStore(t *testing.T, logPath string) {
+	t.Helper()
+	b, _ := os.ReadFile(logPath)
+	if i := strings.Index(string(b), "differs from the store"); i >= 0 {
+		t.Errorf("a run's kept transcript differed from the store: %s", b[max(0, i-300):min(len(b), i+300)])
+	}
 }
 
 func verify(t *testing.T, st store.Store, acc []accepted, samples []sample, seen [][]int64, counterPath string, kills int) {
