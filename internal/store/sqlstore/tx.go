@@ -302,17 +302,20 @@ func (t *Tx) UpdateRun(ctx context.Context, r core.Run) error {
 // UpdateRunJSON implements store.Tx.
 func (t *Tx) UpdateRunJSON(ctx context.Context, r core.Run, data []byte) error {
 	// A run that has ended is never changed again, whatever the caller
-	// believes: the write is conditional on the stored state.
-	res, err := t.exec(ctx, `UPDATE runs SET state = ?, ended_ms = ?, data = ? WHERE id = ? AND NOT `+terminalStates,
-		r.State, r.Time.Ended, string(data), r.ID)
-	if err != nil {
-		return fmt.Errorf("update run %s: %w", r.ID, err)
+	// believes: the write is conditional on the stored state. Most updates
+	// (a step's count, a phase) leave the state as it is; they set only
+	// the data, since SQLite rewrites the entries of every index whose
+	// columns, or partial-index condition, an UPDATE sets, changed or not:
+	// three run indexes depend on the state.
+	res, err := t.exec(ctx, `UPDATE runs SET data = ? WHERE id = ? AND state = ? AND ended_ms = ? AND NOT `+terminalStates,
+		string(data), r.ID, r.State, r.Time.Ended)
+	if done, err := t.updatedRun(res, err, r); done || err != nil {
+		return err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("update run %s: %w", r.ID, err)
-	} else if n == 1 {
-		t.runChanged(r)
-		return nil
+	res, err = t.exec(ctx, `UPDATE runs SET state = ?, ended_ms = ?, data = ? WHERE id = ? AND NOT `+terminalStates,
+		r.State, r.Time.Ended, string(data), r.ID)
+	if done, err := t.updatedRun(res, err, r); done || err != nil {
+		return err
 	}
 	var state string
 	if err := t.queryRow(ctx, `SELECT state FROM runs WHERE id = ?`, r.ID).Scan(&state); errors.Is(err, sql.ErrNoRows) {
@@ -321,6 +324,21 @@ func (t *Tx) UpdateRunJSON(ctx context.Context, r core.Run, data []byte) error {
 		return fmt.Errorf("update run %s: %w", r.ID, err)
 	}
 	return fmt.Errorf("update run %s (%s): %w", r.ID, state, store.ErrRunEnded)
+}
+
+// updatedRun reports whether an update of run r changed its row.
+func (t *Tx) updatedRun(res sql.Result, err error, r core.Run) (bool, error) {
+	if err != nil {
+		return false, fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("update run %s: %w", r.ID, err)
+	}
+	if n == 1 {
+		t.runChanged(r)
+	}
+	return n == 1, nil
 }
 
 // PutTodos implements store.Tx.
