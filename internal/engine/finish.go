@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
@@ -21,6 +23,7 @@ var errSteered = errors.New("run received a new message")
 func (r *runner) finish(ctx context.Context, o outcome) error {
 	e, s := r.e, r.step
 	var ends ends
+	known := r.runMessages(ctx)
 	err := r.tx(ctx, func(tx store.Tx) error {
 		ends = ends[:0]
 		run, err := lockedRun(ctx, tx, r.run.ID)
@@ -46,12 +49,54 @@ func (r *runner) finish(ctx context.Context, o outcome) error {
 				return errSteered
 			}
 		}
-		return e.finishTx(ctx, tx, run, o, s, &ends)
+		return e.finishTx(ctx, tx, run, o, s, known, &ends)
 	})
 	if err == nil {
 		e.ended(ends)
 	}
 	return err
+}
+
+// sameRunMessages is CheckHistory's comparison of the run's messages as
+// it kept them with the store's: the same messages (but the one its end
+// writes, which may be pending in the end's transaction) and the same
+// usage.
+func sameRunMessages(runID string, known, stored []core.Message, end *core.Message) error {
+	ids := func(msgs []core.Message) string {
+		var b strings.Builder
+		for _, m := range msgs {
+			if m.ID != end.ID {
+				b.WriteString(m.ID + " ")
+			}
+		}
+		return b.String()
+	}
+	kc, kt := runUsage(known, end)
+	sc, st := runUsage(stored, end)
+	if ids(known) != ids(stored) || kc != sc || kt != st {
+		return fmt.Errorf("run %s: the list of its messages as it kept them (%s; %v, %+v) differs from the store's (%s; %v, %+v)",
+			runID, ids(known), kc, kt, ids(stored), sc, st)
+	}
+	return nil
+}
+
+// runMessages are the infos of the run's messages as the run kept them
+// (own.go), for its end to add up its usage outside the writer's serial
+// section; nil when the run must read them in the end's transaction. The
+// end's transaction may carry the last step's writes still pending: of
+// those, finishTx counts the step's message as it ends it, and nothing
+// else changes usage.
+func (r *runner) runMessages(ctx context.Context) []core.Message {
+	if ok, err := r.settleOwn(ctx); !ok || err != nil {
+		return nil
+	}
+	var out []core.Message
+	for _, m := range r.own {
+		if m.Info.RunID == r.run.ID {
+			out = append(out, m.Info)
+		}
+	}
+	return out
 }
 
 // lockedRun locks the run's session (see store.Tx.LockSession) and reads
@@ -87,7 +132,7 @@ func (e *Engine) finishQueued(ctx context.Context, runID string, reason core.End
 		}
 		done = true
 		return e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: reason,
-			err: core.AbortedError("The operation was aborted.")}, nil, &ends)
+			err: core.AbortedError("The operation was aborted.")}, nil, nil, &ends)
 	})
 	if err == nil && done {
 		e.ended(ends)
@@ -116,17 +161,29 @@ func unansweredTx(ctx context.Context, r store.Reader, run core.Run, stepMsgID s
 }
 
 // finishTx writes a run's end in tx and adds it to ends, which the caller
-// counts and logs once tx has committed.
-func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outcome, s *step, ends *ends) error {
+// counts and logs once tx has committed. known are the run's messages
+// when its runner kept them (nil: read them in tx).
+func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outcome, s *step, known []core.Message, ends *ends) error {
 	now := e.now()
 	w := writer{ctx: ctx, tx: tx}
-	msgs, err := tx.RunMessages(ctx, run.ID)
-	if err != nil {
-		return err
+	msgs, stored := known, []core.Message(nil)
+	if known == nil || e.cfg.CheckHistory {
+		var err error
+		if stored, err = tx.RunMessages(ctx, run.ID); err != nil {
+			return err
+		}
+		if known == nil {
+			msgs = stored
+		}
 	}
 	msg, err := e.endMessage(ctx, tx, &w, run, o, s, msgs, now)
 	if err != nil {
 		return err
+	}
+	if known != nil && stored != nil {
+		if err := sameRunMessages(run.ID, known, stored, msg); err != nil {
+			return err
+		}
 	}
 	w.message(*msg)
 	w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: msg.ID, Type: core.PartIdle,

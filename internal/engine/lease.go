@@ -88,7 +88,7 @@ func (e *Engine) claim(run core.Run) (*store.Lease, claimResult, error) {
 				return err
 			}
 			return e.finishTx(ctx, tx, cur, outcome{state: core.RunInterrupted, reason: c.AbortReason,
-				err: core.AbortedError("The operation was aborted.")}, nil, &ends)
+				err: core.AbortedError("The operation was aborted.")}, nil, nil, &ends)
 		})
 		if err != nil {
 			return nil, claimTaken, fmt.Errorf("end aborted run %s: %w", run.ID, err)

@@ -136,13 +136,19 @@ func (r *runner) transcript(ctx context.Context) ([]core.MessageWithParts, error
 }
 
 // settleOwn applies the run's committed writes to r.own and places its
-// new messages; false when r.own must be read again.
+// new messages; false, with r.own dropped, when it must be read again.
 func (r *runner) settleOwn(ctx context.Context) (bool, error) {
 	writes := r.wrote.take()
-	if r.own == nil || !r.applyOwn(writes) {
-		return false, nil
+	if r.own != nil && r.applyOwn(writes) {
+		ok, err := r.placeOwn(ctx)
+		if ok && err == nil {
+			return true, nil
+		}
+		r.own = nil
+		return false, err
 	}
-	return r.placeOwn(ctx)
+	r.own = nil
+	return false, nil
 }
 
 // applyOwn applies the run's committed writes to r.own; false when one of

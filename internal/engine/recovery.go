@@ -78,10 +78,10 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed 
 	switch {
 	case !e.cfg.Resume:
 		return "interrupted", e.finishTx(ctx, tx, run, outcome{state: core.RunInterrupted, reason: core.ReasonServerRestart,
-			err: core.AbortedError("run interrupted by server restart")}, nil, ends)
+			err: core.AbortedError("run interrupted by server restart")}, nil, nil, ends)
 	case crashed && run.Resumes >= e.cfg.MaxResumes:
 		return "failed", e.finishTx(ctx, tx, run, outcome{state: core.RunFailed, reason: core.ReasonCrashLoop,
-			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil, ends)
+			err: core.UnknownError(core.RefCrashLoop, "run was resumed too often without completing a step")}, nil, nil, ends)
 	}
 	if err := run.Apply(core.OnResume); err != nil {
 		return "", err
