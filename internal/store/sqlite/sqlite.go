@@ -565,21 +565,7 @@ var dialect = &sqlstore.Dialect{
 		}
 		return false
 	},
-	AppendEvents: func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
-		// The single writer makes AUTOINCREMENT dense and commit-ordered.
-		for i := range evs {
-			ev := &evs[i]
-			res, err := q.ExecContext(ctx, `INSERT INTO events (session_id, type, time_ms, data) VALUES (?, ?, ?, ?)`,
-				ev.SessionID, ev.Type, ev.Time, string(ev.Properties))
-			if err != nil {
-				return err
-			}
-			if ev.Seq, err = res.LastInsertId(); err != nil {
-				return err
-			}
-		}
-		return nil
-	},
+	AppendEvents: appendEvents,
 	LastSeq: func(ctx context.Context, q sqlstore.Querier) (int64, error) {
 		var seq sql.NullInt64
 		err := q.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&seq)

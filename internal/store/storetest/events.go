@@ -69,6 +69,46 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 }
 
+// testEventsOfOneTx: one transaction of many events (a store may insert
+// them several at a time): the commit hook's seqs are the stored ones,
+// event by event.
+func testEventsOfOneTx(t *testing.T, s store.Store, _ func() store.Store) {
+	var mu sync.Mutex
+	var published []core.Event
+	s.SetCommitHook(func(evs []core.Event) {
+		mu.Lock()
+		published = append(published, evs...)
+		mu.Unlock()
+	})
+	_, before, err := s.EventBounds(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTx(t, s, func(tx store.Tx) error {
+		for k := range 37 {
+			if err := tx.AppendEvent(ctx(t), core.MustEvent(fmt.Sprintf("ses_%d", k%4), "test.many", map[string]int{"k": k})); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	many, err := s.Events(ctx(t), store.EventQuery{After: before, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(many) != 37 || len(published) != 37 {
+		t.Fatalf("%d events stored, %d published; want 37", len(many), len(published))
+	}
+	for k := range many {
+		if many[k].Seq != before+int64(k)+1 || published[k].Seq != many[k].Seq || published[k].ID != many[k].ID ||
+			string(published[k].Properties) != string(many[k].Properties) || many[k].SessionID != fmt.Sprintf("ses_%d", k%4) {
+			t.Fatalf("event %d: stored seq %d %s %s, published seq %d %s", k, many[k].Seq, many[k].SessionID, many[k].Properties, published[k].Seq, published[k].Properties)
+		}
+	}
+}
+
 // testPruneInLogOrder: age pruning deletes the log's oldest stretch, in
 // seq order; an old event behind a newer one (a clock set back) waits.
 func testPruneInLogOrder(t *testing.T, s store.Store, _ func() store.Store) {

@@ -37,6 +37,7 @@ func Exercise(t *testing.T, open Opener) {
 		"RunsAndStatus":         testRunsAndStatus,
 		"ActiveStatuses":        testActiveStatuses,
 		"EventsOrdered":         testEventsOrdered,
+		"EventsOfOneTx":         testEventsOfOneTx,
 		"RollbackWritesNothing": testRollback,
 		"PruneAndBounds":        testPrune,
 		"PruneInLogOrder":       testPruneInLogOrder,
