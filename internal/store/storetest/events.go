@@ -12,7 +12,10 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
+// publishedFrom hooks s's commits and returns what they published since,
+// and the log's last seq before them.
+func publishedFrom(t *testing.T, s store.Store) (func() []core.Event, int64) {
+	t.Helper()
 	var mu sync.Mutex
 	var published []core.Event
 	s.SetCommitHook(func(evs []core.Event) {
@@ -24,6 +27,15 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return func() []core.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]core.Event(nil), published...)
+	}, before
+}
+
+func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
+	hooked, before := publishedFrom(t, s)
 	for i := range 20 {
 		mustTx(t, s, func(tx store.Tx) error {
 			for j := range 3 {
@@ -50,11 +62,9 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 			t.Errorf("event %d: id %q time %d", i, ev.ID, ev.Time)
 		}
 	}
-	mu.Lock()
-	if len(published) != 60 || published[0].Seq != evs[0].Seq || published[59].Seq != evs[59].Seq {
+	if published := hooked(); len(published) != 60 || published[0].Seq != evs[0].Seq || published[59].Seq != evs[59].Seq {
 		t.Errorf("commit hook saw %d events", len(published))
 	}
-	mu.Unlock()
 	one, _ := s.Events(ctx(t), store.EventQuery{After: before, SessionID: "ses_1"})
 	if len(one) != 20 {
 		t.Errorf("session filter: %d events, want 20", len(one))
@@ -73,17 +83,7 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 // them several at a time): the commit hook's seqs are the stored ones,
 // event by event.
 func testEventsOfOneTx(t *testing.T, s store.Store, _ func() store.Store) {
-	var mu sync.Mutex
-	var published []core.Event
-	s.SetCommitHook(func(evs []core.Event) {
-		mu.Lock()
-		published = append(published, evs...)
-		mu.Unlock()
-	})
-	_, before, err := s.EventBounds(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hooked, before := publishedFrom(t, s)
 	mustTx(t, s, func(tx store.Tx) error {
 		for k := range 37 {
 			if err := tx.AppendEvent(ctx(t), core.MustEvent(fmt.Sprintf("ses_%d", k%4), "test.many", map[string]int{"k": k})); err != nil {
@@ -96,8 +96,7 @@ func testEventsOfOneTx(t *testing.T, s store.Store, _ func() store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	published := hooked()
 	if len(many) != 37 || len(published) != 37 {
 		t.Fatalf("%d events stored, %d published; want 37", len(many), len(published))
 	}
