@@ -26,7 +26,7 @@ func (r *runner) finish(ctx context.Context, o outcome) error {
 	known := r.runMessages(ctx)
 	err := r.tx(ctx, func(tx store.Tx) error {
 		ends = ends[:0]
-		run, err := lockedRun(ctx, tx, r.run.ID)
+		run, err := lockedRunOf(ctx, tx, r.run.SessionID, r.run.ID)
 		if err != nil {
 			return err
 		}
@@ -107,8 +107,15 @@ func lockedRun(ctx context.Context, tx store.Tx, runID string) (core.Run, error)
 	if err != nil {
 		return run, err
 	}
-	if err := tx.LockSession(ctx, run.SessionID); err != nil {
-		return run, err
+	return lockedRunOf(ctx, tx, run.SessionID, runID)
+}
+
+// lockedRunOf is lockedRun for a runner, which knows its run's session (a
+// run never changes session): one read of the run, inside the writer's
+// serial section, instead of two.
+func lockedRunOf(ctx context.Context, tx store.Tx, sessionID, runID string) (core.Run, error) {
+	if err := tx.LockSession(ctx, sessionID); err != nil {
+		return core.Run{}, err
 	}
 	return tx.Run(ctx, runID)
 }

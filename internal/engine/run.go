@@ -377,7 +377,7 @@ func (r *runner) begin(ctx context.Context) error {
 		return nil
 	}
 	return r.tx(ctx, func(tx store.Tx) error {
-		run, err := lockedRun(ctx, tx, r.run.ID)
+		run, err := lockedRunOf(ctx, tx, r.run.SessionID, r.run.ID)
 		if err != nil {
 			return err
 		}
