@@ -217,10 +217,11 @@ func toolResult(p core.Part) llm.Content {
 // a step reads only the positions of the messages added since. A
 // compaction drops the kept part with the prefix.
 func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
-	msgs, err := r.transcript(ctx)
+	kept, err := r.transcript(ctx)
 	if err != nil {
 		return nil, "", err
 	}
+	msgs := withoutLaterRuns(kept, r.run.ID)
 	var out []llm.Message
 	var parent string
 	if latestCompaction(msgs) != nil {
@@ -229,8 +230,8 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 	} else {
 		if r.prefix == nil {
 			var at int64 // the run's first message's position, when read
-			if len(msgs) > 0 && msgs[0].Info.ID == r.run.UserMessageID {
-				at = msgs[0].Info.Seq
+			if len(kept) > 0 && kept[0].Info.ID == r.run.UserMessageID {
+				at = kept[0].Info.Seq
 			}
 			prefix, err := r.e.history.prefixAt(ctx, r.e.st, r.run, at)
 			if err != nil {
@@ -254,6 +255,27 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 		parent = r.run.UserMessageID
 	}
 	return out, parent, nil
+}
+
+// withoutLaterRuns leaves out of the run's part of the transcript the
+// prompts queued for runs after it: they are those runs' to answer (the
+// model would answer them here, and again there). Messages added without
+// a run (no reply asked) stay. msgs is not changed: the session's cache
+// keeps them all, in place, for the runs that come after both.
+func withoutLaterRuns(msgs []core.MessageWithParts, runID string) []core.MessageWithParts {
+	for i, m := range msgs {
+		if m.Info.RunID == "" || m.Info.RunID == runID {
+			continue
+		}
+		out := append([]core.MessageWithParts(nil), msgs[:i]...)
+		for _, m := range msgs[i+1:] {
+			if m.Info.RunID == "" || m.Info.RunID == runID {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return msgs
 }
 
 // keepHistory hands the session's cache the view of the whole session

@@ -268,3 +268,49 @@ func TestPrefixReadOncePerRun(t *testing.T) {
 		}
 	}
 }
+
+// A prompt queued behind the running run belongs to the next run: the
+// running run's later steps do not send it to the model (it would answer
+// it, and the queued run again). A message added without a run (no reply
+// asked) is context for the running one.
+func TestQueuedPromptNotInRunningRun(t *testing.T) {
+	t.Parallel()
+	e, run := longSession(t, 4)
+	e.cfg.CheckHistory = true
+	ctx := t.Context()
+	r := &runner{e: e, run: run}
+	if _, _, err := r.history(ctx); err != nil {
+		t.Fatal(err)
+	}
+	add := func(runID, text string) {
+		t.Helper()
+		m := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleUser,
+			Created: run.Time.Created, Agent: "build", RunID: runID}
+		err := e.st.Tx(ctx, func(tx store.Tx) error {
+			if err := tx.InsertMessage(ctx, m); err != nil {
+				return err
+			}
+			return tx.PutPart(ctx, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: m.ID,
+				Type: core.PartText, Text: text})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(core.NewID(core.PrefixRun, false), "queued for the next run")
+	add("", "a note without a reply")
+	got, parent, err := r.history(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range got {
+		for _, c := range m.Content {
+			texts = append(texts, c.Text)
+		}
+	}
+	all := strings.Join(texts, "|")
+	if strings.Contains(all, "queued for the next run") || !strings.Contains(all, "a note without a reply") || parent != run.UserMessageID {
+		t.Errorf("the running run's conversation: %q, parent %s (want %s)", all, parent, run.UserMessageID)
+	}
+}
