@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/agentd/agentd/internal/core"
@@ -221,7 +222,10 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	msgs := withoutLaterRuns(kept, r.run.ID)
+	msgs, err := r.withoutQueued(ctx, kept)
+	if err != nil {
+		return nil, "", err
+	}
 	var out []llm.Message
 	var parent string
 	if latestCompaction(msgs) != nil {
@@ -257,25 +261,34 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 	return out, parent, nil
 }
 
-// withoutLaterRuns leaves out of the run's part of the transcript the
-// prompts queued for runs after it: they are those runs' to answer (the
-// model would answer them here, and again there). Messages added without
-// a run (no reply asked) stay. msgs is not changed: the session's cache
-// keeps them all, in place, for the runs that come after both.
-func withoutLaterRuns(msgs []core.MessageWithParts, runID string) []core.MessageWithParts {
-	for i, m := range msgs {
-		if m.Info.RunID == "" || m.Info.RunID == runID {
-			continue
-		}
-		out := append([]core.MessageWithParts(nil), msgs[:i]...)
-		for _, m := range msgs[i+1:] {
-			if m.Info.RunID == "" || m.Info.RunID == runID {
-				out = append(out, m)
-			}
-		}
-		return out
+// withoutQueued leaves out of the run's part of the transcript the prompts
+// queued for runs after it: they are those runs' to answer (the model
+// would answer them here, and again there). An earlier run's messages
+// stay (a run queued behind another starts with that run's last steps
+// after its prompt), as do messages added without a run (no reply asked).
+// msgs is not changed: the session's cache keeps them all, in place, for
+// the runs that come after both. Only when a message of another run is
+// there are the session's active runs read: those are the queued ones.
+func (r *runner) withoutQueued(ctx context.Context, msgs []core.MessageWithParts) ([]core.MessageWithParts, error) {
+	other := func(m core.MessageWithParts) bool { return m.Info.RunID != "" && m.Info.RunID != r.run.ID }
+	if !slices.ContainsFunc(msgs, other) {
+		return msgs, nil
 	}
-	return msgs
+	active, err := r.e.st.ActiveRuns(ctx, r.run.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	queued := map[string]bool{}
+	for _, a := range active {
+		queued[a.ID] = a.ID != r.run.ID
+	}
+	out := make([]core.MessageWithParts, 0, len(msgs))
+	for _, m := range msgs {
+		if !queued[m.Info.RunID] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // keepHistory hands the session's cache the view of the whole session

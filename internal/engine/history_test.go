@@ -272,7 +272,7 @@ func TestPrefixReadOncePerRun(t *testing.T) {
 // A prompt queued behind the running run belongs to the next run: the
 // running run's later steps do not send it to the model (it would answer
 // it, and the queued run again). A message added without a run (no reply
-// asked) is context for the running one.
+// asked) is context for the running one, and an earlier run's stays.
 func TestQueuedPromptNotInRunningRun(t *testing.T) {
 	t.Parallel()
 	e, run := longSession(t, 4)
@@ -297,8 +297,13 @@ func TestQueuedPromptNotInRunningRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add(core.NewID(core.PrefixRun, false), "queued for the next run")
+	next := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: run.SessionID, State: core.RunQueued, Time: run.Time}
+	if err := e.st.Tx(ctx, func(tx store.Tx) error { return tx.InsertRun(ctx, next) }); err != nil {
+		t.Fatal(err)
+	}
+	add(next.ID, "queued for the next run")
 	add("", "a note without a reply")
+	add(core.NewID(core.PrefixRun, false), "an ended run's")
 	got, parent, err := r.history(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -310,7 +315,8 @@ func TestQueuedPromptNotInRunningRun(t *testing.T) {
 		}
 	}
 	all := strings.Join(texts, "|")
-	if strings.Contains(all, "queued for the next run") || !strings.Contains(all, "a note without a reply") || parent != run.UserMessageID {
+	if strings.Contains(all, "queued for the next run") || !strings.Contains(all, "a note without a reply") ||
+		!strings.Contains(all, "an ended run's") || parent != run.UserMessageID {
 		t.Errorf("the running run's conversation: %q, parent %s (want %s)", all, parent, run.UserMessageID)
 	}
 }
