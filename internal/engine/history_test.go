@@ -43,21 +43,7 @@ func TestHistoryKeptBetweenStepsEqualsWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	steer := func(text string) {
-		t.Helper()
-		m := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleUser,
-			Created: run.Time.Created, Agent: "build", RunID: run.ID}
-		err := e.st.Tx(ctx, func(tx store.Tx) error {
-			if err := tx.PutMessage(ctx, m); err != nil {
-				return err
-			}
-			return tx.PutPart(ctx, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: m.ID,
-				Type: core.PartText, Text: text})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	steer := func(text string) { addPrompt(t, e, run, run.ID, text) }
 	now := run.Time.Created
 	check("first step")
 	// A step: its message and a tool call still running when the next
@@ -282,21 +268,7 @@ func TestQueuedPromptNotInRunningRun(t *testing.T) {
 	if _, _, err := r.history(ctx); err != nil {
 		t.Fatal(err)
 	}
-	add := func(runID, text string) {
-		t.Helper()
-		m := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleUser,
-			Created: run.Time.Created, Agent: "build", RunID: runID}
-		err := e.st.Tx(ctx, func(tx store.Tx) error {
-			if err := tx.InsertMessage(ctx, m); err != nil {
-				return err
-			}
-			return tx.PutPart(ctx, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: m.ID,
-				Type: core.PartText, Text: text})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	add := func(runID, text string) { addPrompt(t, e, run, runID, text) }
 	next := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: run.SessionID, State: core.RunQueued, Time: run.Time}
 	if err := e.st.Tx(ctx, func(tx store.Tx) error { return tx.InsertRun(ctx, next) }); err != nil {
 		t.Fatal(err)
@@ -318,5 +290,24 @@ func TestQueuedPromptNotInRunningRun(t *testing.T) {
 	if strings.Contains(all, "queued for the next run") || !strings.Contains(all, "a note without a reply") ||
 		!strings.Contains(all, "an ended run's") || parent != run.UserMessageID {
 		t.Errorf("the running run's conversation: %q, parent %s (want %s)", all, parent, run.UserMessageID)
+	}
+}
+
+// addPrompt writes, as someone other than run's runner, a user message of
+// run runID in run's session with one text part.
+func addPrompt(t *testing.T, e *Engine, run core.Run, runID, text string) {
+	t.Helper()
+	ctx := t.Context()
+	m := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: run.SessionID, Role: core.RoleUser,
+		Created: run.Time.Created, Agent: "build", RunID: runID}
+	err := e.st.Tx(ctx, func(tx store.Tx) error {
+		if err := tx.InsertMessage(ctx, m); err != nil {
+			return err
+		}
+		return tx.PutPart(ctx, core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: m.ID,
+			Type: core.PartText, Text: text})
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
