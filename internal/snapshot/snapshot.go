@@ -156,6 +156,9 @@ func (s *Store) run(ctx context.Context, w *workspace, stdin []byte, args ...str
 // init makes the store's git directory, once: its own repository, told to
 // ignore the snapshot store itself and what no project wants snapshotted.
 func (s *Store) init(ctx context.Context, w *workspace) error {
+	if err := clearStaleLock(w); err != nil {
+		return fmt.Errorf("clear the snapshot store's stale lock: %w", err)
+	}
 	if w.inited {
 		return nil
 	}
