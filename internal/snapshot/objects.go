@@ -15,7 +15,6 @@ const (
 	modeGitlnk = "160000"
 )
 
-
 // listTree lists the files of a snapshot's tree that keep accepts: one
 // git process for the whole tree, whatever the number of files asked.
 func (s *Store) listTree(ctx context.Context, w *workspace, tree string, keep func(path string) bool) (map[string]Entry, error) {
