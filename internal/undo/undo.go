@@ -108,6 +108,8 @@ type Reverter struct {
 	// "applied") or after a file, as a kill would: nothing more is done
 	// or recorded.
 	crash func(stage string, done int) bool
+	// clock, set by tests, is the time journals expire by.
+	clock func() time.Time
 }
 
 // op is a revert carried out here: done is closed when it has ended.
@@ -182,4 +184,9 @@ func (r *Reverter) Stop() {
 	})
 }
 
-func (r *Reverter) now() int64 { return time.Now().UnixMilli() }
+func (r *Reverter) now() int64 {
+	if r.clock != nil {
+		return r.clock().UnixMilli()
+	}
+	return time.Now().UnixMilli()
+}
