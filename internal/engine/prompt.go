@@ -235,9 +235,7 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 		}
 		return res, err
 	}
-	if _, err := tx.RevertJournal(ctx, sessionID); err == nil {
-		return res, undo.ErrReverting
-	} else if !errors.Is(err, store.ErrNotFound) {
+	if err := undo.NotReverting(ctx, tx, sessionID); err != nil {
 		return res, err
 	}
 	active, err := tx.ActiveRuns(ctx, sessionID)

@@ -32,6 +32,19 @@ func (r *Reverter) Settle(ctx context.Context, sessionID string) error {
 	return r.takeOver(ctx, rec)
 }
 
+// NotReverting returns ErrReverting while the session has a revert in
+// progress: what admits a prompt checks it in its transaction.
+func NotReverting(ctx context.Context, rd store.Reader, sessionID string) error {
+	_, err := rd.RevertJournal(ctx, sessionID)
+	switch {
+	case err == nil:
+		return ErrReverting
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	}
+	return err
+}
+
 // local reports whether a revert of the session is carried out here.
 func (r *Reverter) local(sessionID string) bool {
 	r.mu.Lock()

@@ -2,7 +2,6 @@ package undo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/agentd/agentd/internal/core"
@@ -156,9 +155,7 @@ func checkIdle(ctx context.Context, rd store.Reader, sessionID string) (string, 
 	if len(active) > 0 {
 		return "", ErrBusy
 	}
-	if _, err := rd.RevertJournal(ctx, sessionID); err == nil {
-		return "", ErrReverting
-	} else if !errors.Is(err, store.ErrNotFound) {
+	if err := NotReverting(ctx, rd, sessionID); err != nil {
 		return "", err
 	}
 	runs, err := rd.Runs(ctx, sessionID, 1)
