@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -234,5 +235,57 @@ func TestStaleIndexLockCleared(t *testing.T) {
 	write(t, ws, "f.txt", "2")
 	if _, err := s.Track(t.Context(), ws); err != nil {
 		t.Fatalf("snapshot after a killed git: %v", err)
+	}
+}
+
+// TestRestoreFewGitProcesses: restoring many files from two snapshots
+// costs a handful of git processes, not one or two per file.
+func TestRestoreFewGitProcesses(t *testing.T) {
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	bin, log := t.TempDir(), filepath.Join(t.TempDir(), "calls")
+	script := "#!/bin/sh\necho \"$*\" >> " + log + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	s := newStore(t, Options{})
+	ws := t.TempDir()
+	for i := range 300 {
+		write(t, ws, fmt.Sprintf("d%d/f%d.txt", i%7, i), "v1\n")
+	}
+	one := track(t, s, ws)
+	for i := range 150 {
+		write(t, ws, fmt.Sprintf("d%d/f%d.txt", i%7, i), "v2\n")
+	}
+	two := track(t, s, ws)
+	for i := range 300 {
+		write(t, ws, fmt.Sprintf("d%d/f%d.txt", i%7, i), "v3\n")
+	}
+	present := track(t, s, ws)
+	var want []Source
+	for i := range 300 {
+		tree := one
+		if i >= 150 {
+			tree = two
+		}
+		want = append(want, Source{Path: fmt.Sprintf("d%d/f%d.txt", i%7, i), Tree: tree})
+	}
+	os.Remove(log)
+	p, err := s.Plan(t.Context(), ws, want, present)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(t.Context(), ws, p, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	calls, _ := os.ReadFile(log)
+	if n := strings.Count(string(calls), "\n"); n > 4 {
+		t.Errorf("%d git processes to restore 300 files from 2 snapshots:\n%s", n, calls)
+	}
+	if read(t, ws, "d0/f0.txt") != "v1\n" || read(t, ws, "d3/f199.txt") != "v1\n" {
+		t.Error("not restored")
 	}
 }
