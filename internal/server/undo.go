@@ -39,11 +39,15 @@ func (s *Server) undoErr(err error, sessionID string) *apiError {
 	case errors.As(err, &refused):
 		return tagged(http.StatusConflict, "RevertConflictError", "nothing was reverted: "+refused.Error(),
 			map[string]string{"sessionID": sessionID, "path": refused.Path})
+	case errors.Is(err, snapshot.ErrTooLarge):
+		return tagged(http.StatusConflict, "RevertConflictError", "nothing was reverted: "+err.Error(), map[string]string{"sessionID": sessionID})
 	case errors.As(err, &failed):
 		s.log.Warn("revert failed", "session", sessionID, "err", err)
 		return tagged(http.StatusConflict, "RevertFailedError", failed.Error(), map[string]string{"sessionID": sessionID})
 	case errors.Is(err, undo.ErrUnavailable):
 		return badRequest("%v", err)
+	case errors.Is(err, undo.ErrStopped):
+		return &apiError{status: http.StatusServiceUnavailable, name: "ServerClosingError", msg: err.Error()}
 	}
 	return s.storeErr(err, "session "+sessionID)
 }

@@ -34,9 +34,9 @@ type RevertProps struct {
 	Recovered bool `json:"recovered,omitempty"`
 }
 
-// errStopped ends a revert whose process is stopping: its journal stays
-// for the next start.
-var errStopped = errors.New("stopped with the server; the next start finishes it")
+// ErrStopped ends a revert whose server is stopping: its journal stays
+// for the next start, which finishes it.
+var ErrStopped = errors.New("the server is stopping; the revert is finished at its next start")
 
 // launch journals the revert, in a transaction that checks the session is
 // still as planned, then carries it out detached from ctx and waits for
@@ -51,7 +51,7 @@ func (r *Reverter) launch(ctx context.Context, sess core.Session, newest string,
 	stopped := r.stopped
 	r.mu.Unlock()
 	if stopped {
-		return sess, fmt.Errorf("revert: %w", errStopped)
+		return sess, fmt.Errorf("revert: %w", ErrStopped)
 	}
 	err = r.st.Tx(ctx, func(tx store.Tx) error {
 		if _, err := stillAsPlanned(ctx, tx, sess.ID, sess.Revert, newest); err != nil {
@@ -86,7 +86,7 @@ func (r *Reverter) start(rec store.RevertJournal, j journal, recovered bool) *op
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
-		o.err = errStopped
+		o.err = ErrStopped
 		close(o.done)
 		return o
 	}
@@ -109,22 +109,22 @@ func (r *Reverter) start(rec store.RevertJournal, j journal, recovered bool) *op
 // meanwhile is left to the next start.
 func (r *Reverter) carryOut(rec store.RevertJournal, j journal, recovered bool) (core.Session, error) {
 	if r.crashed("journaled", 0) {
-		return core.Session{}, errStopped
+		return core.Session{}, ErrStopped
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.o.Deadline)
 	err := r.snaps.Apply(ctx, j.Dir, j.Plan, false, func(done int) error {
 		if r.crashed("file", done) {
-			return errStopped
+			return ErrStopped
 		}
 		return nil
 	})
 	cancel()
-	if errors.Is(err, errStopped) || r.ctx.Err() != nil {
-		return core.Session{}, errStopped
+	if errors.Is(err, ErrStopped) || r.ctx.Err() != nil {
+		return core.Session{}, ErrStopped
 	}
 	if err == nil {
 		if r.crashed("applied", 0) {
-			return core.Session{}, errStopped
+			return core.Session{}, ErrStopped
 		}
 		if j.Kind == kindRevert {
 			j.Point.Diff = r.diff(j)
@@ -136,7 +136,7 @@ func (r *Reverter) carryOut(rec store.RevertJournal, j journal, recovered bool) 
 	berr := r.snaps.Apply(bctx, j.Dir, j.Plan, true, nil)
 	cancel()
 	if r.ctx.Err() != nil {
-		return core.Session{}, errStopped
+		return core.Session{}, ErrStopped
 	}
 	if berr != nil {
 		return r.finish(rec, j, stateFailed, fmt.Errorf("%w (rolling back: %v)", err, berr), recovered)

@@ -197,7 +197,7 @@ func TestCrashAnywhereRecovered(t *testing.T) {
 			crashing := f.reverter(func(r *Reverter) {
 				r.crash = func(stage string, done int) bool { return stage == c.stage && done == c.done }
 			})
-			if _, err := crashing.Revert(ctx, f.sid, f.users[0], ""); !errors.Is(err, errStopped) {
+			if _, err := crashing.Revert(ctx, f.sid, f.users[0], ""); !errors.Is(err, ErrStopped) {
 				t.Fatalf("crashed revert: %v", err)
 			}
 			if f.session().Revert != nil {
@@ -248,7 +248,7 @@ func TestUnrevertCrashRecovered(t *testing.T) {
 	crashing := f.reverter(func(r *Reverter) {
 		r.crash = func(stage string, done int) bool { return stage == "file" && done == 3 }
 	})
-	if _, err := crashing.Unrevert(ctx, f.sid); !errors.Is(err, errStopped) {
+	if _, err := crashing.Unrevert(ctx, f.sid); !errors.Is(err, ErrStopped) {
 		t.Fatalf("crashed unrevert: %v", err)
 	}
 	if err := f.reverter(nil).Start(ctx); err != nil {
