@@ -20,6 +20,8 @@ import (
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/store/postgres"
+	"github.com/agentd/agentd/internal/store/postgres/pgtest"
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/store/storetest"
 )
@@ -40,15 +42,21 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	snaps := snapshot.New(snapshot.Options{})
-	if !snaps.Enabled() {
-		t.Skip("git is not installed")
-	}
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "agentd.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newFixtureOn(t, st)
+}
+
+// newFixtureOn is newFixture on the given store, which it closes.
+func newFixtureOn(t *testing.T, st store.Store) *fixture {
+	t.Helper()
 	t.Cleanup(func() { st.Close() })
+	snaps := snapshot.New(snapshot.Options{})
+	if !snaps.Enabled() {
+		t.Skip("git is not installed")
+	}
 	f := &fixture{t: t, st: st, snaps: snaps, ws: t.TempDir()}
 	sess := storetest.NewSession(f.ws, time.Now().UnixMilli())
 	f.sid = sess.ID
@@ -341,7 +349,21 @@ func TestDetachedFromTheRequest(t *testing.T) {
 // session (here another node's revert) finishes it first.
 func TestTakeoverAfterLease(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	testTakeover(t, newFixture(t))
+}
+
+// TestTakeoverOnPostgres is TestTakeoverAfterLease on PostgreSQL, the
+// store several nodes share.
+func TestTakeoverOnPostgres(t *testing.T) {
+	t.Parallel()
+	st, err := postgres.Open(t.Context(), pgtest.Schema(t), postgres.Options{Node: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testTakeover(t, newFixtureOn(t, st))
+}
+
+func testTakeover(t *testing.T, f *fixture) {
 	ctx := t.Context()
 	dead := f.reverter(func(r *Reverter) {
 		r.o.Node, r.o.Shared = "a", true
