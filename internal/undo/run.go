@@ -53,17 +53,21 @@ func (r *Reverter) launch(ctx context.Context, sess core.Session, newest string,
 	if stopped {
 		return sess, fmt.Errorf("revert: %w", ErrStopped)
 	}
-	err = r.st.Tx(ctx, func(tx store.Tx) error {
-		if _, err := stillAsPlanned(ctx, tx, sess.ID, sess.Revert, newest); err != nil {
+	// From here on the client's going away changes nothing: a journal
+	// committed as its request was cancelled is carried out all the same.
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	err = r.st.Tx(jctx, func(tx store.Tx) error {
+		if _, err := stillAsPlanned(jctx, tx, sess.ID, sess.Revert, newest); err != nil {
 			return err
 		}
-		if err := tx.PutRevertJournal(ctx, rec); errors.Is(err, store.ErrConflict) {
+		if err := tx.PutRevertJournal(jctx, rec); errors.Is(err, store.ErrConflict) {
 			return ErrReverting
 		} else if err != nil {
 			return err
 		}
-		return appendRevertEvent(ctx, tx, rec, j, stateStarted, nil, false)
+		return appendRevertEvent(jctx, tx, rec, j, stateStarted, nil, false)
 	})
+	cancel()
 	if err != nil {
 		return sess, err
 	}
