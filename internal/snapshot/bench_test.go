@@ -72,3 +72,47 @@ func BenchmarkDiffRestore(b *testing.B) {
 		}
 	}
 }
+
+// largeDiff is a workspace of 200 files of about 64 KB, each rewritten
+// between the two snapshots it returns: a diff of about 25 MB of patch
+// text, which git writes and the store reads.
+func largeDiff(b *testing.B, s *Store) (dir, before, after string) {
+	b.Helper()
+	dir = b.TempDir()
+	line := strings.Repeat("x", 63) + "\n"
+	for i := range 200 {
+		write(b, dir, fmt.Sprintf("f%03d.txt", i), strings.Repeat(line, 1024))
+	}
+	ctx := b.Context()
+	before, err := s.Track(ctx, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	line = strings.Repeat("y", 63) + "\n"
+	for i := range 200 {
+		write(b, dir, fmt.Sprintf("f%03d.txt", i), strings.Repeat(line, 1024))
+	}
+	if after, err = s.Track(ctx, dir); err != nil {
+		b.Fatal(err)
+	}
+	return dir, before, after
+}
+
+// BenchmarkDiffLarge is the diff of a step that rewrote 200 files of 64
+// KB: B/op is what a diff holds (git's whole output before the store read
+// it as it comes).
+func BenchmarkDiffLarge(b *testing.B) {
+	s := New(Options{})
+	if !s.Enabled() {
+		b.Skip("git is not installed")
+	}
+	dir, before, after := largeDiff(b, s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		d, err := s.Diff(b.Context(), dir, before, after)
+		if err != nil || len(d) != 200 {
+			b.Fatalf("%d files, %v", len(d), err)
+		}
+	}
+}
