@@ -20,7 +20,7 @@ func benchWorkspace(b *testing.B, n int) string {
 // BenchmarkTrack is what a step pays to snapshot a 1,000-file workspace
 // in which one file changed since the last snapshot.
 func BenchmarkTrack(b *testing.B) {
-	s := New(Options{})
+	s := New(Options{Dir: b.TempDir()})
 	if !s.Enabled() {
 		b.Skip("git is not installed")
 	}
@@ -41,7 +41,7 @@ func BenchmarkTrack(b *testing.B) {
 // BenchmarkDiffRestore is an undo of one step that changed ten files of a
 // 1,000-file workspace: the diff listed, then the files restored.
 func BenchmarkDiffRestore(b *testing.B) {
-	s := New(Options{})
+	s := New(Options{Dir: b.TempDir()})
 	if !s.Enabled() {
 		b.Skip("git is not installed")
 	}
@@ -102,7 +102,7 @@ func largeDiff(b *testing.B, s *Store) (dir, before, after string) {
 // KB: B/op is what a diff holds (git's whole output before the store read
 // it as it comes).
 func BenchmarkDiffLarge(b *testing.B) {
-	s := New(Options{})
+	s := New(Options{Dir: b.TempDir()})
 	if !s.Enabled() {
 		b.Skip("git is not installed")
 	}

@@ -24,6 +24,7 @@ func TestStatusRunsNoProjectCode(t *testing.T) {
 	}
 	t.Setenv(safegittest.SecretVar, "sk-secret")
 	tr := safegittest.New(t)
+	defer tr.Check(t)
 	tr.WriteSide(t)
 	dir := tree(t, map[string]string{"a.txt": "1\n2\n", "doc.md": "# x\n"})
 	git := func(args ...string) {
@@ -64,5 +65,4 @@ func TestStatusRunsNoProjectCode(t *testing.T) {
 			t.Errorf("status = %s", s)
 		}
 	}
-	tr.Check(t)
 }
