@@ -180,6 +180,7 @@ func (s *Store) run(ctx context.Context, w *workspace, stdin []byte, args ...str
 func (s *Store) cmd(w *workspace, args ...string) safegit.Cmd {
 	return safegit.Cmd{Dir: w.dir, GitDir: w.gitDir, WorkTree: w.dir, Args: args}
 }
+
 // init makes the store's git directory, once, and checks before every
 // use that what git reads there is agentd's (config).
 func (s *Store) init(_ context.Context, w *workspace) error {
