@@ -116,3 +116,22 @@ func BenchmarkDiffLarge(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDiffEachLarge is BenchmarkDiffLarge as GET /session/{id}/diff
+// reads it: each file handed on as git writes it.
+func BenchmarkDiffEachLarge(b *testing.B) {
+	s := New(Options{Dir: b.TempDir()})
+	if !s.Enabled() {
+		b.Skip("git is not installed")
+	}
+	dir, before, after := largeDiff(b, s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		n := 0
+		err := s.DiffEach(b.Context(), dir, before, after, func(FileDiff) error { n++; return nil })
+		if err != nil || n != 200 {
+			b.Fatalf("%d files, %v", n, err)
+		}
+	}
+}
