@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -90,7 +91,13 @@ func (c *Config) Apply(f config.File, dir string) error {
 			}
 		}
 	}
-	c.Engine.Snapshots = snapshot.New(snapshot.Options{Disabled: f.Snapshot != nil && !*f.Snapshot})
+	c.Snapshot = snapshot.Options{Disabled: f.Snapshot != nil && !*f.Snapshot}
+	if sn := f.Agentd.Snapshot; sn != nil && sn.Dir != "" {
+		if !filepath.IsAbs(sn.Dir) {
+			return fmt.Errorf("agentd.snapshot.dir %q: want an absolute path", sn.Dir)
+		}
+		c.Snapshot.Dir = filepath.Clean(sn.Dir)
+	}
 	c.Engine.ToolEnv = tool.NewEnv(append(config.KeyVars(), f.EnvRefs...), f.Agentd.ToolEnv)
 	c.Engine.Questions = f.Agentd.Questions
 	c.MCPLazy = f.Agentd.MCP != nil && f.Agentd.MCP.Lazy
