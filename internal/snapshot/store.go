@@ -21,7 +21,7 @@ var storeFiles = []struct{ name, body string }{
 	// Highest precedence of all attributes: none of the workspace's
 	// .gitattributes (which the model writes) names a filter or a diff
 	// driver, or converts line endings, for any file.
-	{"info/attributes", "* !filter !diff !merge !text !eol !ident !working-tree-encoding\n"},
+	{"info/attributes", "* !filter !diff !merge !text !crlf !eol !ident !working-tree-encoding\n"},
 	// The old store inside the workspace, and what no project wants
 	// snapshotted.
 	{"info/exclude", "/" + OldDir + "/\n" + OldDir + "/\nnode_modules/\n.git\n"},

@@ -86,9 +86,9 @@ func (tr *Trap) Config() string {
 }
 
 // Attributes is .gitattributes text that names the trap's drivers for
-// every file.
+// every file, directly and through a macro.
 func (tr *Trap) Attributes() string {
-	return "* filter=x diff=x\n*.md filter=p\n"
+	return "[attr]evil filter=x diff=x\n* filter=x diff=x\n*.txt evil\n*.md filter=p\n"
 }
 
 // WriteSide writes the files the trap's configuration points at outside
