@@ -53,3 +53,33 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
+
+// TestDiffOfALostSnapshot: snapshots the store no longer holds (taken in
+// the workspace's store before the upgrade, or removed) answer 410
+// SnapshotGoneError, and later steps are recorded again.
+func TestDiffOfALostSnapshot(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	sid := n.session()
+	n.send(sid, bash("echo one > f.txt"))
+	if err := os.RemoveAll(n.cfg.DBPath + ".snapshot"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.c.Diff(t.Context(), sid, "")
+	if err == nil || !strings.Contains(err.Error(), "410") || !strings.Contains(err.Error(), "no longer in the store") {
+		t.Errorf("diff of lost snapshots: %v", err)
+	}
+	users := 0
+	var last string
+	n.send(sid, bash("echo two > f.txt"))
+	for _, m := range mustMessages(t, n, sid) {
+		if m.Info.Role == core.RoleUser {
+			users++
+			last = m.Info.ID
+		}
+	}
+	d, err := n.c.Diff(t.Context(), sid, last)
+	if err != nil || users != 2 || len(d) != 1 || !strings.Contains(d[0].Patch, "+two") {
+		t.Errorf("the next turn's diff: %+v %v", d, err)
+	}
+}

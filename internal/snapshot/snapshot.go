@@ -181,17 +181,18 @@ func (s *Store) cmd(w *workspace, args ...string) safegit.Cmd {
 	return safegit.Cmd{Dir: w.dir, GitDir: w.gitDir, WorkTree: w.dir, Args: args}
 }
 
-// init makes the store's git directory, once, and checks before every
-// use that what git reads there is agentd's (config).
+// init makes the store's git directory when it is missing (first use,
+// or an operator removed it) and checks before every use that what git
+// reads there is agentd's (checkConfig).
 func (s *Store) init(_ context.Context, w *workspace) error {
 	if !w.inited {
 		if within(w.dir, w.gitDir) {
 			return fmt.Errorf("the snapshot store %s is inside the workspace %s: snapshots need a folder the workspace does not hold", w.gitDir, w.dir)
 		}
-		if err := create(w); err != nil {
-			return fmt.Errorf("create the snapshot store: %w", err)
-		}
 		w.inited = true
+	}
+	if err := create(w); err != nil {
+		return fmt.Errorf("create the snapshot store: %w", err)
 	}
 	return checkConfig(w.gitDir)
 }
