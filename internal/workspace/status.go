@@ -24,7 +24,8 @@ type Change struct {
 // Status lists what the project's git sees changed in the working tree
 // against HEAD (new files included): empty outside a repository or
 // without git. It only reads: no lock is taken, the index is not
-// refreshed.
+// refreshed, and the repository's configuration and attributes file are
+// never read (safegit.Project), so nothing written there runs.
 func Status(ctx context.Context, dir string) ([]Change, error) {
 	out := []Change{}
 	root, ok := vcs.Root(dir)
