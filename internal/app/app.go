@@ -98,6 +98,10 @@ type Config struct {
 	// Tracer records spans of requests, runs, steps, model and tool calls
 	// (nil: tracing is off).
 	Tracer trace.Tracer
+	// Snapshot are the options of the snapshot store Start makes when
+	// Engine.Snapshots is nil; an empty Dir is beside a SQLite database,
+	// or under the user's data directory for PostgreSQL (snapshotDir).
+	Snapshot snapshot.Options
 }
 
 // App is a running agentd node.
@@ -148,9 +152,6 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.Tools == nil {
 		cfg.Tools = tool.NewRegistry(builtin.All()...)
 	}
-	if cfg.Engine.Snapshots == nil {
-		cfg.Engine.Snapshots = snapshot.New(snapshot.Options{})
-	}
 	// This node's tools: the configured ones, a webfetch that reaches what
 	// the operator opened, and the MCP servers' (connected below).
 	tools := tool.NewRegistry(cfg.Tools.All()...)
@@ -194,6 +195,13 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 			return nil, err
 		}
 		cfg.Engine.OutputDir = dir
+	}
+	if cfg.Engine.Snapshots == nil {
+		o := cfg.Snapshot
+		if o.Dir == "" {
+			o.Dir = snapshotDir(cfg.DBPath, node)
+		}
+		cfg.Engine.Snapshots = snapshot.New(o)
 	}
 	// Tool processes a previous process on this database (and, for a
 	// shared database, this address) left behind (it was killed) are ended
@@ -335,6 +343,16 @@ func outputDir(dbPath string, n nodeDesc) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// snapshotDir is where the snapshot stores live by default: beside a
+// SQLite database (its one process), under the user's data directory for
+// a shared database, so that the nodes of one machine share them.
+func snapshotDir(dbPath string, n nodeDesc) string {
+	if n.kind == "postgres" {
+		return snapshot.DefaultDir()
+	}
+	return dbPath + ".snapshot"
 }
 
 // nodeDesc is what the app knows of its node once the store is open.

@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -56,17 +57,8 @@ func (c *Config) Apply(f config.File, dir string) error {
 		c.EventMaxCount = ev.MaxCount
 	}
 	if wf := f.Agentd.Webfetch; wf != nil {
-		c.WebFetchAllow = nil
-		for _, a := range wf.Allow {
-			p, err := netip.ParsePrefix(a)
-			if err != nil {
-				ip, ierr := netip.ParseAddr(a)
-				if ierr != nil {
-					return fmt.Errorf("agentd.webfetch.allow %q: want an address or a CIDR prefix", a)
-				}
-				p = netip.PrefixFrom(ip, ip.BitLen())
-			}
-			c.WebFetchAllow = append(c.WebFetchAllow, p.Masked())
+		if c.WebFetchAllow, err = webfetchAllow(wf.Allow); err != nil {
+			return err
 		}
 	}
 	if c.Commands, err = Commands(f); err != nil {
@@ -90,13 +82,45 @@ func (c *Config) Apply(f config.File, dir string) error {
 			}
 		}
 	}
-	c.Engine.Snapshots = snapshot.New(snapshot.Options{Disabled: f.Snapshot != nil && !*f.Snapshot})
+	if c.Snapshot, err = snapshotOptions(f); err != nil {
+		return err
+	}
 	c.Engine.ToolEnv = tool.NewEnv(append(config.KeyVars(), f.EnvRefs...), f.Agentd.ToolEnv)
 	c.Engine.Questions = f.Agentd.Questions
 	c.MCPLazy = f.Agentd.MCP != nil && f.Agentd.MCP.Lazy
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog
 	return nil
+}
+
+// webfetchAllow reads agentd.webfetch.allow: addresses or CIDR prefixes.
+func webfetchAllow(allow []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, a := range allow {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			ip, ierr := netip.ParseAddr(a)
+			if ierr != nil {
+				return nil, fmt.Errorf("agentd.webfetch.allow %q: want an address or a CIDR prefix", a)
+			}
+			p = netip.PrefixFrom(ip, ip.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// snapshotOptions reads "snapshot" (false: none) and agentd.snapshot.dir
+// (an absolute path).
+func snapshotOptions(f config.File) (snapshot.Options, error) {
+	o := snapshot.Options{Disabled: f.Snapshot != nil && !*f.Snapshot}
+	if sn := f.Agentd.Snapshot; sn != nil && sn.Dir != "" {
+		if !filepath.IsAbs(sn.Dir) {
+			return o, fmt.Errorf("agentd.snapshot.dir %q: want an absolute path", sn.Dir)
+		}
+		o.Dir = filepath.Clean(sn.Dir)
+	}
+	return o, nil
 }
 
 // Commands returns the configuration's custom commands (its "command"

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,36 @@ func TestWebfetchAllowConfig(t *testing.T) {
 		if !tc.wantErr && strings.Join(got, ",") != strings.Join(tc.want, ",") {
 			t.Errorf("%s: allow %v, want %v", tc.json, got, tc.want)
 		}
+	}
+}
+
+// TestSnapshotDirConfig: agentd.snapshot.dir places the snapshot stores
+// (an absolute path only), and a node's stores land there.
+func TestSnapshotDirConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		json, dir string
+		wantErr   bool
+	}{
+		{json: `{}`},
+		{json: `{"agentd":{"snapshot":{"dir":"/srv/shared/snapshots/"}}}`, dir: "/srv/shared/snapshots"},
+		{json: `{"agentd":{"snapshot":{"dir":"snapshots"}}}`, wantErr: true},
+	} {
+		f, err := config.Parse([]byte(tc.json))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c app.Config
+		err = c.Apply(f, t.TempDir())
+		if (err != nil) != tc.wantErr || !tc.wantErr && c.Snapshot.Dir != tc.dir {
+			t.Errorf("%s: dir %q, err %v", tc.json, c.Snapshot.Dir, err)
+		}
+	}
+	shared := t.TempDir()
+	n := startNode(t, func(c *app.Config) { c.Snapshot.Dir = shared })
+	sid := n.session()
+	n.send(sid, bash("echo x > f.txt"))
+	if entries, err := os.ReadDir(shared); err != nil || len(entries) != 1 {
+		t.Errorf("stores in the configured folder: %v %v", entries, err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/core"
-	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -36,7 +35,7 @@ func userIDs(t *testing.T, n *node, sid string) []string {
 // it left and why; the rest is reverted.
 func TestRevertLeavesUntrackedFiles(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, func(c *app.Config) { c.Engine.Snapshots = snapshot.New(snapshot.Options{MaxFileBytes: 1000}) })
+	n := startNode(t, func(c *app.Config) { c.Snapshot.MaxFileBytes = 1000 })
 	dir := n.cfg.Directory
 	os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("*.log\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "user.log"), []byte("the user's own log\n"), 0o644)
@@ -131,18 +130,21 @@ func TestBusyWhileReverting(t *testing.T) {
 	n.send(sid, "reply:after the revert")
 }
 
-// gitWrapper puts a git in front of the real one that, once armed, holds
-// the first cat-file or the second checkout (a file restore of the revert
-// under way) until released. held reports whether a command is held.
-func gitWrapper(t *testing.T) (arm func(), held func() bool, release func()) {
+// gitWrapper runs the calling test in a child of the test binary (git is
+// looked up once per process) whose PATH finds first a git that, once
+// armed, holds the first cat-file or the second checkout (a file restore
+// of the revert under way) until released; held reports whether a command
+// is held. It returns ok false in the parent, whose work is then done.
+func gitWrapper(t *testing.T) (ok bool, arm func(), held func() bool, release func()) {
 	t.Helper()
-	real, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git is not installed")
-	}
-	bin := t.TempDir()
-	ctl := t.TempDir()
-	script := `#!/bin/sh
+	ctl := os.Getenv("AGENTD_TEST_GIT_CTL")
+	if ctl == "" {
+		real, err := exec.LookPath("git")
+		if err != nil {
+			t.Skip("git is not installed")
+		}
+		bin, ctl := t.TempDir(), t.TempDir()
+		script := `#!/bin/sh
 sub=""; skip=0
 for a in "$@"; do
   if [ $skip = 1 ]; then skip=0; continue; fi
@@ -157,14 +159,24 @@ if [ -e "` + ctl + `/arm" ] && { [ "$sub" = checkout ] || [ "$sub" = cat-file ];
 fi
 exec "` + real + `" "$@"
 `
-	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+		if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "AGENTD_TEST_GIT_CTL="+ctl)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v:\n%s", err, out)
+		}
+		if _, err := os.Stat(filepath.Join(ctl, "held")); err != nil {
+			t.Errorf("no git of the revert was held:\n%s", out)
+		}
+		return false, nil, nil, nil
 	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	release = func() { os.WriteFile(filepath.Join(ctl, "release"), nil, 0o644) }
 	t.Cleanup(release)
 	held = func() bool { _, err := os.Stat(filepath.Join(ctl, "held")); return err == nil }
-	return func() { os.WriteFile(filepath.Join(ctl, "arm"), nil, 0o644) }, held, release
+	return true, func() { os.WriteFile(filepath.Join(ctl, "arm"), nil, 0o644) }, held, release
 }
 
 // TestRevertOutlivesItsRequest: a client that gives up while its revert
@@ -172,7 +184,11 @@ exec "` + real + `" "$@"
 // revert goes on detached, ends whole with its revert point written, and
 // the next snapshot works.
 func TestRevertOutlivesItsRequest(t *testing.T) {
-	arm, held, release := gitWrapper(t)
+	t.Parallel()
+	ok, arm, held, release := gitWrapper(t)
+	if !ok {
+		return
+	}
 	n := startNode(t)
 	dir := n.cfg.Directory
 	for _, f := range []string{"a.txt", "b.txt", "c.txt"} {

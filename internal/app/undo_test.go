@@ -297,12 +297,17 @@ func TestNoSnapshotsWithoutChanges(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, ".agentd", "snapshot")); !os.IsNotExist(err) {
+	// The stores live beside the database, never in the workspace.
+	stores := n.cfg.DBPath + ".snapshot"
+	if _, err := os.Stat(stores); !os.IsNotExist(err) {
 		t.Errorf("the snapshot store was created: %v", err)
 	}
 	// A turn that may change files does take them.
 	n.send(sid, bash("echo v2 > f.txt"))
-	if _, err := os.Stat(filepath.Join(dir, ".agentd", "snapshot")); err != nil {
-		t.Errorf("no snapshot store after a bash turn: %v", err)
+	if entries, err := os.ReadDir(stores); err != nil || len(entries) != 1 {
+		t.Errorf("no snapshot store after a bash turn: %v %v", entries, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".agentd")); !os.IsNotExist(err) {
+		t.Errorf("agentd wrote into the workspace: %v", err)
 	}
 }

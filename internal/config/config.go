@@ -208,6 +208,17 @@ type Settings struct {
 	// see although agentd keeps them from tools: the providers' keys, the
 	// server's password, what the configuration read with {env:…}.
 	ToolEnv []string `json:"toolEnv"`
+	// Snapshot places the snapshot stores.
+	Snapshot *SnapshotSettings `json:"snapshot"`
+}
+
+// SnapshotSettings place the snapshot stores: Dir (an absolute path) is
+// the folder that holds them, one git directory per workspace (default:
+// beside a SQLite database; under the user's data directory for a shared
+// PostgreSQL one, which the nodes of one machine share). Nodes on several
+// machines that serve one workspace name a folder they share.
+type SnapshotSettings struct {
+	Dir string `json:"dir"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
@@ -429,6 +440,9 @@ func merge(a, b File) File {
 	}
 	if b.Agentd.Events != nil {
 		a.Agentd.Events = b.Agentd.Events
+	}
+	if b.Agentd.Snapshot != nil {
+		a.Agentd.Snapshot = b.Agentd.Snapshot
 	}
 	return a
 }

@@ -14,15 +14,33 @@ import (
 // its last), else the whole session (from its first run's first snapshot
 // to its latest run's last). Without snapshots it is empty.
 func (e *Engine) Diff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error) {
+	out := []snapshot.FileDiff{}
+	err := e.DiffEach(ctx, sessionID, messageID, func(d snapshot.FileDiff) error {
+		out = append(out, d)
+		return nil
+	})
+	return out, err
+}
+
+// DiffEach calls fn with each file of Diff's answer as git reports it
+// (snapshot.Store.DiffEach: bounded, one file held at a time). A file the
+// operator's rules deny to read comes without its patch: its name, status
+// and counts only.
+func (e *Engine) DiffEach(ctx context.Context, sessionID, messageID string, fn func(snapshot.FileDiff) error) error {
 	sess, err := e.st.Session(ctx, sessionID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	from, to, err := e.diffRange(ctx, sessionID, messageID)
 	if err != nil || !e.cfg.Snapshots.Enabled() {
-		return []snapshot.FileDiff{}, err
+		return err
 	}
-	return e.cfg.Snapshots.Diff(ctx, sess.Directory, from, to)
+	return e.cfg.Snapshots.DiffEach(ctx, sess.Directory, from, to, func(d snapshot.FileDiff) error {
+		if e.Denied("read", d.File) {
+			d.Patch = ""
+		}
+		return fn(d)
+	})
 }
 
 // diffRange finds the snapshots a diff spans.

@@ -88,20 +88,6 @@ func (s *Server) unrevert(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-func (s *Server) diff(w http.ResponseWriter, r *http.Request) *apiError {
-	id := r.PathValue("id")
-	msg := r.URL.Query().Get("messageID")
-	if msg != "" && !core.ValidID(core.PrefixMessage, msg) {
-		return badRequest("messageID: %q is not a message id (msg_…)", msg)
-	}
-	diffs, err := s.eng.Diff(r.Context(), id, msg)
-	if err != nil {
-		return s.undoErr(err, id)
-	}
-	writeJSON(w, http.StatusOK, diffs)
-	return nil
-}
-
 // forkBody is the request of POST /session/{id}/fork.
 type forkBody struct {
 	MessageID string `json:"messageID"`

@@ -20,7 +20,7 @@ func benchWorkspace(b *testing.B, n int) string {
 // BenchmarkTrack is what a step pays to snapshot a 1,000-file workspace
 // in which one file changed since the last snapshot.
 func BenchmarkTrack(b *testing.B) {
-	s := New(Options{})
+	s := New(Options{Dir: b.TempDir()})
 	if !s.Enabled() {
 		b.Skip("git is not installed")
 	}
@@ -41,7 +41,7 @@ func BenchmarkTrack(b *testing.B) {
 // BenchmarkDiffRestore is an undo of one step that changed ten files of a
 // 1,000-file workspace: the diff listed, then the files restored.
 func BenchmarkDiffRestore(b *testing.B) {
-	s := New(Options{})
+	s := New(Options{Dir: b.TempDir()})
 	if !s.Enabled() {
 		b.Skip("git is not installed")
 	}
@@ -77,9 +77,9 @@ func BenchmarkDiffRestore(b *testing.B) {
 // 2,000-file workspace: the snapshot of the present, the plan, and the
 // files written back (what a revert does before it records its end). On
 // the per-file restore it replaced (two git processes per file, each over
-// the whole tree) this took about 17 s on the development machine.
+// the whole tree) this took 23 s on the development machine (BENCHMARKS.md).
 func BenchmarkRevert2000(b *testing.B) {
-	s := New(Options{})
+	s := New(Options{Dir: b.TempDir()})
 	if !s.Enabled() {
 		b.Skip("git is not installed")
 	}
@@ -111,6 +111,69 @@ func BenchmarkRevert2000(b *testing.B) {
 		}
 		if err := s.Apply(ctx, dir, p, false, nil); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// largeDiff is a workspace of 200 files of about 64 KB, each rewritten
+// between the two snapshots it returns: a diff of about 25 MB of patch
+// text, which git writes and the store reads.
+func largeDiff(b *testing.B, s *Store) (dir, before, after string) {
+	b.Helper()
+	dir = b.TempDir()
+	line := strings.Repeat("x", 63) + "\n"
+	for i := range 200 {
+		write(b, dir, fmt.Sprintf("f%03d.txt", i), strings.Repeat(line, 1024))
+	}
+	ctx := b.Context()
+	before, err := s.Track(ctx, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	line = strings.Repeat("y", 63) + "\n"
+	for i := range 200 {
+		write(b, dir, fmt.Sprintf("f%03d.txt", i), strings.Repeat(line, 1024))
+	}
+	if after, err = s.Track(ctx, dir); err != nil {
+		b.Fatal(err)
+	}
+	return dir, before, after
+}
+
+// BenchmarkDiffLarge is the diff of a step that rewrote 200 files of 64
+// KB: B/op is what a diff holds (git's whole output before the store read
+// it as it comes).
+func BenchmarkDiffLarge(b *testing.B) {
+	s := New(Options{Dir: b.TempDir()})
+	if !s.Enabled() {
+		b.Skip("git is not installed")
+	}
+	dir, before, after := largeDiff(b, s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		d, err := s.Diff(b.Context(), dir, before, after)
+		if err != nil || len(d) != 200 {
+			b.Fatalf("%d files, %v", len(d), err)
+		}
+	}
+}
+
+// BenchmarkDiffEachLarge is BenchmarkDiffLarge as GET /session/{id}/diff
+// reads it: each file handed on as git writes it.
+func BenchmarkDiffEachLarge(b *testing.B) {
+	s := New(Options{Dir: b.TempDir()})
+	if !s.Enabled() {
+		b.Skip("git is not installed")
+	}
+	dir, before, after := largeDiff(b, s)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		n := 0
+		err := s.DiffEach(b.Context(), dir, before, after, func(FileDiff) error { n++; return nil })
+		if err != nil || n != 200 {
+			b.Fatalf("%d files, %v", n, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/agentd/agentd/internal/safegit"
 )
 
 // A restore puts files back as snapshots had them. It is decided whole
@@ -351,7 +354,9 @@ func (s *Store) checkIgnore(ctx context.Context, w *workspace, wt string, paths 
 		in = append(in, p...)
 		in = append(in, 0)
 	}
-	out, err := s.run(ctx, w, in, "--work-tree="+wt, "check-ignore", "--no-index", "-z", "--stdin")
+	c := s.cmd(w, "check-ignore", "--no-index", "-z", "--stdin")
+	c.WorkTree, c.Stdin = wt, bytes.NewReader(in)
+	out, err := safegit.Output(ctx, c)
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.ExitCode() == 1 {
 		return nil, nil // none is ignored

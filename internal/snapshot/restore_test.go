@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -241,16 +242,30 @@ func TestStaleIndexLockCleared(t *testing.T) {
 // TestRestoreFewGitProcesses: restoring many files from two snapshots
 // costs a handful of git processes, not one or two per file.
 func TestRestoreFewGitProcesses(t *testing.T) {
-	real, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("git is not installed")
+	t.Parallel()
+	log := os.Getenv("AGENTD_TEST_GIT_LOG")
+	if log == "" {
+		// git is looked up once per process: the count is taken in a
+		// child of the test binary whose PATH finds a counting git first.
+		real, err := exec.LookPath("git")
+		if err != nil {
+			t.Skip("git is not installed")
+		}
+		bin, log := t.TempDir(), filepath.Join(t.TempDir(), "calls")
+		script := "#!/bin/sh\necho \"$*\" >> " + log + "\nexec " + real + " \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "AGENTD_TEST_GIT_LOG="+log)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v:\n%s", err, out)
+		}
+		if _, err := os.Stat(log); err != nil {
+			t.Fatal("the counting git never ran")
+		}
+		return
 	}
-	bin, log := t.TempDir(), filepath.Join(t.TempDir(), "calls")
-	script := "#!/bin/sh\necho \"$*\" >> " + log + "\nexec " + real + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	s := newStore(t, Options{})
 	ws := t.TempDir()
 	for i := range 300 {
@@ -287,5 +302,45 @@ func TestRestoreFewGitProcesses(t *testing.T) {
 	}
 	if read(t, ws, "d0/f0.txt") != "v1\n" || read(t, ws, "d3/f199.txt") != "v1\n" {
 		t.Error("not restored")
+	}
+}
+
+// TestStaleLockLeftWhileAnotherProcessWorks: an index.lock is removed only
+// while this process holds the store's cross-process lock; while another
+// process holds it (here a second open file description), it is left.
+func TestStaleLockLeftWhileAnotherProcessWorks(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, Options{})
+	ws := t.TempDir()
+	write(t, ws, "f.txt", "1")
+	track(t, s, ws)
+	w, _ := s.workspace(ws)
+	lock := filepath.Join(w.gitDir, "index.lock")
+	os.WriteFile(lock, nil, 0o644)
+	other := &workspace{dir: w.dir, gitDir: w.gitDir}
+	if err := clearStaleLock(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatal("an index.lock was removed without the store's lock held")
+	}
+	w.ops.Lock()
+	held := w.ops.f != nil
+	err := clearStaleLock(w)
+	// Another process cannot take the store meanwhile.
+	f, oerr := os.Open(w.ops.path)
+	if oerr != nil {
+		t.Fatal(oerr)
+	}
+	if ferr := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(ferr, syscall.EWOULDBLOCK) {
+		t.Errorf("a second process's flock while the store is held: %v", ferr)
+	}
+	f.Close()
+	w.ops.Unlock()
+	if !held || err != nil {
+		t.Fatalf("the store's lock: held %v, %v", held, err)
+	}
+	if _, err := os.Stat(lock); !os.IsNotExist(err) {
+		t.Error("a stale index.lock was kept with the store's lock held")
 	}
 }

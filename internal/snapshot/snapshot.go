@@ -1,12 +1,17 @@
 // Package snapshot records the state of a workspace, step by step, in a
-// store of agentd's own: a git directory at .agentd/snapshot inside the
-// workspace, with its own index, driven by the git command. It never
-// touches the project's own git directory (index, branches, stash), works
-// in a directory that is not a repository, honours the project's
-// .gitignore files, leaves out files over a size limit, and forgets
-// snapshots older than a retention period. Because it lives in the
-// workspace, every node that serves the workspace (several nodes on
-// PostgreSQL share it) can read every snapshot.
+// store of agentd's own: one git directory per workspace under the
+// server's data (Options.Dir), with its own index, driven by the git
+// command. It never touches the project's own git directory (index,
+// branches, stash), works in a directory that is not a repository,
+// honours the project's .gitignore files, leaves out files over a size
+// limit, and forgets snapshots older than a retention period.
+//
+// The store is outside the workspace so that nothing the model or a
+// cloned repository writes is read as the store's configuration; that
+// configuration is agentd's, checked (and rewritten) before every use,
+// and every git runs through internal/safegit. Nodes that serve one
+// workspace use one store: nodes on one machine share the default, nodes
+// on several machines name a shared folder.
 //
 // A snapshot is a git tree: Track writes the workspace into one and
 // returns its hash; Changed and Diff compare two; Restore puts files back
@@ -16,18 +21,23 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentd/agentd/internal/safegit"
 )
 
-// Dir is where a workspace's snapshots live, relative to the workspace.
-const Dir = ".agentd/snapshot"
+// OldDir is where snapshots lived before they moved out of the workspace,
+// relative to it. agentd never reads it (the model can write there); the
+// snapshots it holds are no longer available, and it can be removed.
+const OldDir = ".agentd/snapshot"
 
 // ErrUnavailable is returned when snapshots cannot be taken here: git is
 // not installed, or snapshots are switched off.
@@ -41,6 +51,11 @@ var ErrTooLarge = errors.New("the workspace has too many files to snapshot")
 type Options struct {
 	// Disabled switches snapshots off (opencode's "snapshot": false).
 	Disabled bool
+	// Dir holds the stores, one git directory per workspace named by a
+	// hash of the workspace's absolute path (default: DefaultDir). Nodes
+	// on several machines that serve one workspace name a folder they
+	// share.
+	Dir string
 	// MaxFileBytes leaves larger files out of snapshots (default 10 MiB).
 	MaxFileBytes int64
 	// MaxFiles refuses a workspace with more files than this to snapshot
@@ -50,12 +65,25 @@ type Options struct {
 	Keep time.Duration
 }
 
+// DefaultDir is snapshot under the user's data directory
+// ($XDG_DATA_HOME/agentd, else ~/.local/share/agentd), or under the
+// temporary directory when there is no home.
+func DefaultDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "agentd", "snapshot")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "agentd", "snapshot")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("agentd-snapshot-%d", os.Getuid()))
+}
+
 // Store takes and reads the snapshots of workspaces. It is safe for
 // concurrent use; operations on one workspace take turns, and Tracks that
 // arrive while one runs share the next.
 type Store struct {
-	git string
-	o   Options
+	on bool
+	o  Options
 
 	mu  sync.Mutex
 	wss map[string]*workspace
@@ -73,22 +101,34 @@ func New(o Options) *Store {
 	if o.Keep <= 0 {
 		o.Keep = 7 * 24 * time.Hour
 	}
-	s := &Store{o: o, wss: map[string]*workspace{}}
-	if !o.Disabled {
-		s.git, _ = exec.LookPath("git")
+	if o.Dir == "" {
+		o.Dir = DefaultDir()
 	}
-	return s
+	if abs, err := filepath.Abs(o.Dir); err == nil {
+		o.Dir = abs
+	}
+	return &Store{o: o, on: !o.Disabled && safegit.Available(), wss: map[string]*workspace{}}
 }
 
 // Enabled reports whether snapshots can be taken.
-func (s *Store) Enabled() bool { return s != nil && s.git != "" }
+func (s *Store) Enabled() bool { return s != nil && s.on }
+
+// Dir returns the git directory that holds the snapshots of the
+// workspace dir.
+func (s *Store) Dir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
+	return filepath.Join(s.o.Dir, hex.EncodeToString(sum[:16]))
+}
 
 // workspace is one directory's snapshot store.
 type workspace struct {
 	dir, gitDir string
 
 	// ops serialises the git commands run on the store's index.
-	ops sync.Mutex
+	ops opsLock
 
 	// Tracks are grouped: callers join the next round, which one of them
 	// runs for all.
@@ -112,12 +152,16 @@ func (s *Store) workspace(dir string) (*workspace, error) {
 	if !s.Enabled() {
 		return nil, ErrUnavailable
 	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	dir = filepath.Clean(dir)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.wss[dir]
 	if w == nil {
-		w = &workspace{dir: dir, gitDir: filepath.Join(dir, Dir)}
+		w = &workspace{dir: dir, gitDir: s.Dir(dir)}
+		w.ops.path = filepath.Join(w.gitDir, "agentd.lock")
 		s.wss[dir] = w
 	}
 	return w, nil
@@ -126,62 +170,39 @@ func (s *Store) workspace(dir string) (*workspace, error) {
 // git runs a git command on the workspace's store, with stdin when given,
 // and returns its standard output.
 func (s *Store) run(ctx context.Context, w *workspace, stdin []byte, args ...string) ([]byte, error) {
-	base := []string{
-		"-c", "core.autocrlf=false", "-c", "core.quotepath=false", "-c", "core.fsmonitor=false",
-		"-c", "core.longpaths=true", "-c", "core.symlinks=true", "-c", "gc.auto=0", "-c", "safe.directory=*",
-		"-c", "core.hooksPath=/dev/null", "-c", "diff.external=", "-c", "core.pager=cat",
-	}
-	cmd := exec.CommandContext(ctx, s.git, append(base, args...)...)
-	cmd.Dir = w.dir
-	cmd.Env = []string{
-		"GIT_DIR=" + w.gitDir, "GIT_WORK_TREE=" + w.dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C", "PATH=" + os.Getenv("PATH"), "HOME=" + w.gitDir,
-	}
+	c := s.cmd(w, args...)
 	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
+		c.Stdin = bytes.NewReader(stdin)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if len(msg) > 500 {
-			msg = msg[:500]
-		}
-		return out, fmt.Errorf("git %s: %w: %s", args[0], err, msg)
-	}
-	return out, nil
+	return safegit.Output(ctx, c)
 }
 
-// init makes the store's git directory, once: its own repository, told to
-// ignore the snapshot store itself and what no project wants snapshotted.
-func (s *Store) init(ctx context.Context, w *workspace) error {
+// cmd is a git command on the workspace's store.
+func (s *Store) cmd(w *workspace, args ...string) safegit.Cmd {
+	return safegit.Cmd{Dir: w.dir, GitDir: w.gitDir, WorkTree: w.dir, Args: args}
+}
+
+// init makes the store's git directory when it is missing (first use,
+// or an operator removed it) and checks before every use that what git
+// reads there is agentd's (checkConfig).
+func (s *Store) init(_ context.Context, w *workspace) error {
 	if err := clearStaleLock(w); err != nil {
 		return fmt.Errorf("clear the snapshot store's stale lock: %w", err)
 	}
-	if w.inited {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(w.gitDir, "HEAD")); err != nil {
-		if err := os.MkdirAll(w.gitDir, 0o755); err != nil {
-			return fmt.Errorf("create the snapshot store: %w", err)
+	if !w.inited {
+		if within(w.dir, w.gitDir) {
+			return fmt.Errorf("the snapshot store %s is inside the workspace %s: snapshots need a folder the workspace does not hold", w.gitDir, w.dir)
 		}
-		// The project's own git ignores agentd's folder.
-		ignore := filepath.Join(w.dir, ".agentd", ".gitignore")
-		if _, err := os.Stat(ignore); err != nil {
-			_ = os.WriteFile(ignore, []byte("# agentd's own files (snapshots of this workspace)\n*\n"), 0o644)
-		}
-		if _, err := s.run(ctx, w, nil, "init", "-q"); err != nil {
-			return err
-		}
+		w.inited = true
 	}
-	exclude := filepath.Join(w.gitDir, "info", "exclude")
-	if err := os.MkdirAll(filepath.Dir(exclude), 0o755); err != nil {
-		return err
+	if err := create(w); err != nil {
+		return fmt.Errorf("create the snapshot store: %w", err)
 	}
-	if err := os.WriteFile(exclude, []byte("/.agentd/\n.agentd/\nnode_modules/\n.git\n"), 0o644); err != nil {
-		return err
-	}
-	w.inited = true
-	return nil
+	return checkConfig(w.gitDir)
+}
+
+// within reports whether p is dir or inside it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

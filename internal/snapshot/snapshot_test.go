@@ -19,6 +19,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newStore(t *testing.T, o Options) *Store {
 	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
 	s := New(o)
 	if !s.Enabled() {
 		if os.Getenv("AGENTD_OPENCODE_REQUIRED") != "" {
@@ -245,8 +248,18 @@ func TestParsePatchQuotedAndBinary(t *testing.T) {
 	t.Parallel()
 	out := "diff --git \"a/sp ace\\tx\" \"b/sp ace\\tx\"\nnew file mode 100644\n--- /dev/null\n+++ \"b/sp ace\\tx\"\n@@ -0,0 +1 @@\n+hi\n" +
 		"diff --git a/img.png b/img.png\nindex 1..2 100644\nBinary files a/img.png and b/img.png differ\n"
-	d := parsePatch([]byte(out))
+	d := parseAll(t, out)
 	if len(d) != 2 || d[0].File != "sp ace\tx" || d[0].Status != Added || d[0].Additions != 1 || d[1].File != "img.png" || d[1].Additions != 0 {
 		t.Errorf("parsed %+v", d)
 	}
+}
+
+// parseAll is parsePatch's files, all of them.
+func parseAll(t *testing.T, out string) []FileDiff {
+	t.Helper()
+	var d []FileDiff
+	if err := parsePatch(strings.NewReader(out), func(f FileDiff) error { d = append(d, f); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

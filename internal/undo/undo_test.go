@@ -53,7 +53,7 @@ func newFixture(t *testing.T) *fixture {
 func newFixtureOn(t *testing.T, st store.Store) *fixture {
 	t.Helper()
 	t.Cleanup(func() { st.Close() })
-	snaps := snapshot.New(snapshot.Options{})
+	snaps := snapshot.New(snapshot.Options{Dir: t.TempDir()})
 	if !snaps.Enabled() {
 		t.Skip("git is not installed")
 	}

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/safegit"
 	"github.com/agentd/agentd/internal/vcs"
 )
 
@@ -24,26 +24,31 @@ type Change struct {
 // Status lists what the project's git sees changed in the working tree
 // against HEAD (new files included): empty outside a repository or
 // without git. It only reads: no lock is taken, the index is not
-// refreshed.
+// refreshed, and the repository's configuration and attributes file are
+// never read (safegit.Project), so nothing written there runs.
 func Status(ctx context.Context, dir string) ([]Change, error) {
 	out := []Change{}
-	gitBin, err := exec.LookPath("git")
-	if _, ok := vcs.Root(dir); !ok || err != nil {
+	root, ok := vcs.Root(dir)
+	if !ok || !safegit.Available() {
 		return out, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	run := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, gitBin, append([]string{"-c", "core.quotepath=false", "-c", "core.fsmonitor=false"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C")
-		return cmd.Output()
+	// The project's git, never its configuration (safegit.Project): a
+	// filter or fsmonitor the model wrote into .git/config runs nothing.
+	repo, err := safegit.Project(ctx, root)
+	if err != nil {
+		return out, nil // not a repository agentd can read: nothing to report
 	}
-	stat, err := run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+	defer repo.Close()
+	run := func(args ...string) ([]byte, error) {
+		return safegit.Output(ctx, repo.Cmd(dir, args...))
+	}
+	stat, err := run("status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--", ".")
 	if err != nil {
 		return out, nil // not a repository git can read: nothing to report
 	}
-	num, _ := run("diff", "--numstat", "-z", "HEAD", "--", ".")
+	num, _ := run("diff", "--numstat", "-z", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all", "HEAD", "--", ".")
 	counts := map[string][2]int{}
 	for _, rec := range bytes.Split(num, []byte{0}) {
 		f := strings.SplitN(string(rec), "\t", 3)
