@@ -25,7 +25,9 @@ func evaluations(t *testing.T, schema string, inst any) int {
 	c.UseLoader(noLoader{})
 	c.AssertVocabs()
 	c.RegisterVocabulary(&jsonschema.Vocabulary{URL: "urn:agentd:count",
-		Compile: func(*jsonschema.CompilerContext, map[string]any) (jsonschema.SchemaExt, error) { return counter{&n}, nil }})
+		Compile: func(*jsonschema.CompilerContext, map[string]any) (jsonschema.SchemaExt, error) {
+			return counter{&n}, nil
+		}})
 	if err := c.AddResource(base, doc); err != nil {
 		t.Fatal(err)
 	}
