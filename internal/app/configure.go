@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,9 @@ func (c *Config) Apply(f config.File, dir string) error {
 	if c.Commands, err = Commands(f); err != nil {
 		return err
 	}
+	if c.ProjectCommandAgents, err = projectCommandAgents(f, agents); err != nil {
+		return err
+	}
 	for name, srv := range f.MCP {
 		if err := srv.Check(); err != nil {
 			return fmt.Errorf("mcp.%s: %w", name, err)
@@ -97,6 +101,28 @@ func (c *Config) Apply(f config.File, dir string) error {
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog
 	return nil
+}
+
+// projectCommandAgents are the agents a project's command file may name:
+// agentd.projectCommandAgents, each a known agent; by default the built-in
+// build and plan, less those this configuration gives permission rules
+// of its own (an operator who widens one keeps it from project files).
+func projectCommandAgents(f config.File, agents []agent.Agent) ([]string, error) {
+	if names := f.Agentd.ProjectCommandAgents; names != nil {
+		for _, n := range names {
+			if !slices.ContainsFunc(agents, func(a agent.Agent) bool { return a.Name == n }) {
+				return nil, fmt.Errorf("agentd.projectCommandAgents: %q is not an agent", n)
+			}
+		}
+		return names, nil
+	}
+	out := []string{}
+	for _, n := range command.DefaultProjectAgents {
+		if len(f.Agent[n].Permission) == 0 {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
 // Commands returns the configuration's custom commands (its "command"

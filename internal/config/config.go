@@ -208,6 +208,10 @@ type Settings struct {
 	// see although agentd keeps them from tools: the providers' keys, the
 	// server's password, what the configuration read with {env:…}.
 	ToolEnv []string `json:"toolEnv"`
+	// ProjectCommandAgents are the agents a project's command file (which
+	// the model can write) may name; nil: the built-in build and plan,
+	// unless this configuration gives them permission rules of its own.
+	ProjectCommandAgents []string `json:"projectCommandAgents"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
@@ -374,6 +378,9 @@ func merge(a, b File) File {
 	a.EnvRefs = append(a.EnvRefs, b.EnvRefs...)
 	if b.Agentd.ToolEnv != nil {
 		a.Agentd.ToolEnv = b.Agentd.ToolEnv
+	}
+	if b.Agentd.ProjectCommandAgents != nil {
+		a.Agentd.ProjectCommandAgents = b.Agentd.ProjectCommandAgents
 	}
 	if b.Agentd.Questions {
 		a.Agentd.Questions = true
