@@ -159,17 +159,8 @@ func (c *Catalog) folders(dir string) []folder {
 	return append(out, projectFolders(dir)...)
 }
 
-// ProjectDirs are dir's command folders, from its repository's root (or
-// dir alone outside one) down to dir.
-func ProjectDirs(dir string) []string {
-	var out []string
-	for _, f := range projectFolders(dir) {
-		out = append(out, f.String())
-	}
-	return out
-}
-
-// projectFolders are dir's command folders, each below the directory it
+// projectFolders are dir's command folders, from its repository's root
+// (or dir alone outside one) down to dir, each below the directory it
 // belongs to.
 func projectFolders(dir string) []folder {
 	if dir == "" {

@@ -39,8 +39,9 @@ func (s Set) LoadDir(dir string) error {
 	return s.load(folder{root: dir, sub: "."})
 }
 
-// LoadProject adds the command files of dir's project folders (see
-// ProjectDirs), marked Project, the repository root's first: a later
+// LoadProject adds the command files of dir's project folders
+// (ProjectFolders in dir and its parents up to its repository's root),
+// marked Project, the repository root's first: a later
 // folder's file replaces an earlier one of the same name.
 func (s Set) LoadProject(dir string) error {
 	var errs []error
