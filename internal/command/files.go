@@ -45,10 +45,11 @@ func (s Set) LoadDir(dir string) error {
 // folder's file replaces an earlier one of the same name.
 func (s Set) LoadProject(dir string) error {
 	var errs []error
+	loaded := Set{}
 	for _, f := range projectFolders(dir) {
-		errs = append(errs, s.load(f))
+		errs = append(errs, loaded.load(f))
 	}
-	for name, c := range s {
+	for name, c := range loaded {
 		c.Project = true
 		s[name] = c
 	}
