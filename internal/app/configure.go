@@ -70,10 +70,7 @@ func (c *Config) Apply(f config.File, dir string) error {
 			c.WebFetchAllow = append(c.WebFetchAllow, p.Masked())
 		}
 	}
-	if c.Commands, err = Commands(f); err != nil {
-		return err
-	}
-	if c.ProjectCommandAgents, err = projectCommandAgents(f, agents); err != nil {
+	if err := c.applyCommands(f, agents); err != nil {
 		return err
 	}
 	for name, srv := range f.MCP {
@@ -101,6 +98,17 @@ func (c *Config) Apply(f config.File, dir string) error {
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog
 	return nil
+}
+
+// applyCommands sets the configuration's commands and the agents a
+// project's command files may name.
+func (c *Config) applyCommands(f config.File, agents []agent.Agent) error {
+	var err error
+	if c.Commands, err = Commands(f); err != nil {
+		return err
+	}
+	c.ProjectCommandAgents, err = projectCommandAgents(f, agents)
+	return err
 }
 
 // projectCommandAgents are the agents a project's command file may name:
