@@ -32,7 +32,15 @@ func (s *Server) fileDir(r *http.Request) (string, *apiError) {
 	} else if !filepath.IsAbs(dir) {
 		return "", badRequest("location[directory]: %q must be an absolute path", dir)
 	}
-	return workspaceDir(filepath.Clean(dir))
+	real, e := workspaceDir(filepath.Clean(dir))
+	if e != nil {
+		return "", e
+	}
+	// The directory itself, as the server's own rules see it.
+	if rr := s.readRules(real); rr.prefix != "" && rr.prefix != "." && s.eng.Denied("read", rr.prefix) {
+		return "", &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "reading " + dir + " is denied by the operator's rules"}
+	}
+	return real, nil
 }
 
 // fileErr maps a workspace error.

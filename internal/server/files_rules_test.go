@@ -46,7 +46,8 @@ func TestFileRoutesReadRulesOnResolvedPaths(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Engine: engine.Config{Permission: []core.Rule{
 			{Permission: "read", Pattern: "*.env", Action: core.ActionDeny},
-			{Permission: "read", Pattern: "secrets/*", Action: core.ActionDeny}}},
+			{Permission: "read", Pattern: "secrets/*", Action: core.ActionDeny},
+			{Permission: "read", Pattern: "private", Action: core.ActionDeny}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +98,13 @@ func TestFileRoutesReadRulesOnResolvedPaths(t *testing.T) {
 		if r.status != 200 || strings.Contains(body, "leaked-") || strings.Contains(body, "key.pem") ||
 			strings.Contains(body, "prod.env") || strings.Contains(body, "link.txt") {
 			t.Errorf("%s %v: %d %s", tc.route, tc.q, r.status, body)
+		}
+	}
+	// A directory the rules deny is refused as a whole.
+	os.Mkdir(filepath.Join(ws, "private"), 0o755)
+	for _, route := range []string{"/find/file", "/file", "/find"} {
+		if r := get(route, in(filepath.Join(ws, "private"), "query", "x", "pattern", "x", "path", ".")); r.status != 403 {
+			t.Errorf("%s in a denied directory: %d %s", route, r.status, r.body)
 		}
 	}
 	// What is allowed still shows.
