@@ -79,6 +79,9 @@ type Config struct {
 	// configuration's commands win over files of the same name.
 	Commands    command.Set
 	CommandDirs []string
+	// ProjectCommandAgents are the agents a project's command file may
+	// name (nil: command.DefaultProjectAgents; see Apply).
+	ProjectCommandAgents []string
 	// MCP are the MCP servers to connect, by name; MCPLazy connects them
 	// when a run first needs tools instead of at start.
 	MCP     map[string]mcp.Server
@@ -515,12 +518,15 @@ func loadCommands(cfg Config) (*command.Catalog, error) {
 		}
 	}
 	check := command.Set{}
-	for _, d := range append(append([]string{}, dirs...), command.ProjectDirs(cfg.Directory)...) {
+	for _, d := range dirs {
 		if err := check.LoadDir(d); err != nil {
 			return nil, err
 		}
 	}
-	return &command.Catalog{Global: dirs, Config: cfg.Commands, Logger: cfg.Logger}, nil
+	if err := check.LoadProject(cfg.Directory); err != nil {
+		return nil, err
+	}
+	return &command.Catalog{Global: dirs, Config: cfg.Commands, ProjectAgents: cfg.ProjectCommandAgents, Logger: cfg.Logger}, nil
 }
 
 // stateReader is what the metrics' scrape-time gauges read: the store and

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ func (c *Config) Apply(f config.File, dir string) error {
 			return err
 		}
 	}
-	if c.Commands, err = Commands(f); err != nil {
+	if err := c.applyCommands(f, agents); err != nil {
 		return err
 	}
 	for name, srv := range f.MCP {
@@ -106,6 +107,39 @@ func webfetchAllow(allow []string) ([]netip.Prefix, error) {
 			p = netip.PrefixFrom(ip, ip.BitLen())
 		}
 		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// applyCommands sets the configuration's commands and the agents a
+// project's command files may name.
+func (c *Config) applyCommands(f config.File, agents []agent.Agent) error {
+	var err error
+	if c.Commands, err = Commands(f); err != nil {
+		return err
+	}
+	c.ProjectCommandAgents, err = projectCommandAgents(f, agents)
+	return err
+}
+
+// projectCommandAgents are the agents a project's command file may name:
+// agentd.projectCommandAgents, each a known agent; by default the built-in
+// build and plan, less those this configuration gives permission rules
+// of its own (an operator who widens one keeps it from project files).
+func projectCommandAgents(f config.File, agents []agent.Agent) ([]string, error) {
+	if names := f.Agentd.ProjectCommandAgents; names != nil {
+		for _, n := range names {
+			if !slices.ContainsFunc(agents, func(a agent.Agent) bool { return a.Name == n }) {
+				return nil, fmt.Errorf("agentd.projectCommandAgents: %q is not an agent", n)
+			}
+		}
+		return names, nil
+	}
+	out := []string{}
+	for _, n := range command.DefaultProjectAgents {
+		if len(f.Agent[n].Permission) == 0 {
+			out = append(out, n)
+		}
 	}
 	return out, nil
 }

@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -43,17 +45,28 @@ func Builtins() Set {
 // directory's commands.
 var ProjectFolders = []string{".opencode/command", ".opencode/commands", ".agentd/command"}
 
+// DefaultProjectAgents are the agents a project command file may name
+// when the operator says nothing (Catalog.ProjectAgents nil).
+var DefaultProjectAgents = []string{"build", "plan"}
+
 // Catalog resolves the commands of a session's directory: the built-in
-// ones, then the files of the global folders, of the directory's project
-// folders (the repository root's first, the directory's own last), and
-// the configuration's, later ones winning. A directory's set is read
-// again when a file of its folders changes, and dropped by Forget.
+// ones, then the files of the global folders, then the configuration's
+// (later ones winning), then the files of the directory's project folders
+// (the repository root's first, the directory's own last) under the names
+// still free. A project's files are the model's to write, so they add
+// commands but never replace one: a project review.md does not become
+// /review. A directory's set is read again when a file of its folders
+// changes, and dropped by Forget.
 type Catalog struct {
 	// Global are folders read for every directory.
 	Global []string
 	// Config are the configuration's commands.
 	Config Set
-	// Logger reports command files that cannot be read.
+	// ProjectAgents are the agents a project's command file may name (nil:
+	// DefaultProjectAgents; empty: none). An operator's agent with wider
+	// permissions stays out of reach of a file the model wrote.
+	ProjectAgents []string
+	// Logger reports command files that cannot be read or are ignored.
 	Logger *slog.Logger
 
 	mu    sync.Mutex
@@ -67,7 +80,7 @@ type catalogEntry struct {
 
 // For returns the commands of directory dir.
 func (c *Catalog) For(dir string) Set {
-	folders := append(append([]string{}, c.Global...), ProjectDirs(dir)...)
+	folders := c.folders(dir)
 	fp := fingerprint(folders)
 	c.mu.Lock()
 	e, ok := c.cache[dir]
@@ -76,12 +89,21 @@ func (c *Catalog) For(dir string) Set {
 		return e.set
 	}
 	set := Builtins()
-	for _, f := range folders {
-		if err := set.LoadDir(f); err != nil && c.Logger != nil {
-			c.Logger.Warn("command files skipped", "err", err)
-		}
+	for _, f := range c.Global {
+		c.warn(set.LoadDir(f))
 	}
 	for name, cmd := range c.Config {
+		set[name] = cmd
+	}
+	project := Set{}
+	c.warn(project.LoadProject(dir))
+	for name, cmd := range project {
+		if _, taken := set[name]; taken {
+			if c.Logger != nil {
+				c.Logger.Warn("project command file ignored: it would replace a built-in, global or configured command", "command", name, "dir", dir)
+			}
+			continue
+		}
 		set[name] = cmd
 	}
 	c.mu.Lock()
@@ -93,6 +115,34 @@ func (c *Catalog) For(dir string) Set {
 	return set
 }
 
+func (c *Catalog) warn(err error) {
+	if err != nil && c.Logger != nil {
+		c.Logger.Warn("command files skipped", "err", err)
+	}
+}
+
+// ErrAgentNotAllowed is returned by Agent for a project command that
+// names an agent project commands may not use.
+var ErrAgentNotAllowed = errors.New("project commands may not use this agent")
+
+// Agent returns the agent a command runs with when the request names
+// none: the command's own, which for a project command must be one of
+// ProjectAgents.
+func (c *Catalog) Agent(cmd Command) (string, error) {
+	if !cmd.Project || cmd.Agent == "" {
+		return cmd.Agent, nil
+	}
+	allowed := c.ProjectAgents
+	if allowed == nil {
+		allowed = DefaultProjectAgents
+	}
+	if !slices.Contains(allowed, cmd.Agent) {
+		return "", fmt.Errorf("command %q comes from the project's files and names agent %q: %w (agentd.projectCommandAgents allows %v); name the agent in the request to run it anyway",
+			cmd.Name, cmd.Agent, ErrAgentNotAllowed, allowed)
+	}
+	return cmd.Agent, nil
+}
+
 // Forget drops what is cached for dir.
 func (c *Catalog) Forget(dir string) {
 	c.mu.Lock()
@@ -100,9 +150,19 @@ func (c *Catalog) Forget(dir string) {
 	c.mu.Unlock()
 }
 
-// ProjectDirs are dir's command folders, from its repository's root (or
-// dir alone outside one) down to dir.
-func ProjectDirs(dir string) []string {
+// folders are the global folders and dir's project folders.
+func (c *Catalog) folders(dir string) []folder {
+	var out []folder
+	for _, g := range c.Global {
+		out = append(out, folder{root: g, sub: "."})
+	}
+	return append(out, projectFolders(dir)...)
+}
+
+// projectFolders are dir's command folders, from its repository's root
+// (or dir alone outside one) down to dir, each below the directory it
+// belongs to.
+func projectFolders(dir string) []folder {
 	if dir == "" {
 		return nil
 	}
@@ -113,29 +173,35 @@ func ProjectDirs(dir string) []string {
 			chain = append([]string{d}, chain...)
 		}
 	}
-	var out []string
+	var out []folder
 	for _, d := range chain {
 		for _, f := range ProjectFolders {
-			out = append(out, filepath.Join(d, f))
+			out = append(out, folder{root: d, sub: f})
 		}
 	}
 	return out
 }
 
 // fingerprint sums the names, sizes and times of the command files in
-// folders, so that a change of any is seen.
-func fingerprint(folders []string) string {
+// folders (links followed only inside a folder's directory), so that a
+// change of any is seen.
+func fingerprint(folders []folder) string {
 	h := sha256.New()
 	for _, f := range folders {
-		_ = filepath.WalkDir(f, func(p string, d fs.DirEntry, err error) error {
+		root, err := os.OpenRoot(f.root)
+		if err != nil {
+			continue
+		}
+		_ = fs.WalkDir(root.FS(), filepath.ToSlash(f.sub), func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return nil
 			}
-			if st, err := os.Stat(p); err == nil {
-				fmt.Fprintf(h, "%s\x00%d\x00%d\n", p, st.Size(), st.ModTime().UnixNano())
+			if st, err := fs.Stat(root.FS(), p); err == nil {
+				fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\n", f.root, p, st.Size(), st.ModTime().UnixNano())
 			}
 			return nil
 		})
+		root.Close()
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

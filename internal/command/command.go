@@ -7,9 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -31,6 +28,10 @@ type Command struct {
 	Source string `json:"source"`
 	// Hints are the template's placeholders, for a client to prompt for.
 	Hints []string `json:"hints"`
+	// Project marks a command read from a project's files (which the
+	// model can write): it cannot replace another command, and the agent
+	// it names must be one the operator allows (Catalog.Agent).
+	Project bool `json:"-"`
 }
 
 // Set is the commands by name.
@@ -53,42 +54,6 @@ type frontMatter struct {
 	Agent       string `yaml:"agent"`
 	Model       string `yaml:"model"`
 	Subtask     bool   `yaml:"subtask"`
-}
-
-// LoadDir adds the command files (*.md) under dir to s, named by their
-// path below dir without the extension ("git/commit.md" is "git/commit").
-// A missing directory adds nothing; a file that cannot be read or parsed
-// is an error naming it.
-func (s Set) LoadDir(dir string) error {
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path == dir {
-				return filepath.SkipDir
-			}
-			return err
-		}
-		if d.IsDir() || filepath.Ext(path) != ".md" {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		c, err := Parse(strings.TrimSuffix(filepath.ToSlash(rel), ".md"), data)
-		if err != nil {
-			return fmt.Errorf("command file %s: %w", path, err)
-		}
-		s[c.Name] = c
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("load commands from %s: %w", dir, err)
-	}
-	return nil
 }
 
 // Parse reads a command file: optional YAML front matter between "---"

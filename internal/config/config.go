@@ -204,10 +204,16 @@ type Settings struct {
 	// waits for the answer); off by default, since a client that never
 	// answers leaves the run waiting.
 	Questions bool `json:"questions"`
-	// ToolEnv names the variables (or patterns with '*') that tools may
-	// see although agentd keeps them from tools: the providers' keys, the
-	// server's password, what the configuration read with {env:…}.
+	// ToolEnv names the variables (or patterns with '*') of the server's
+	// environment that tools see besides the allow-list (tool.Base: PATH,
+	// HOME, LANG, LC_*, TERM, TZ, TMPDIR, …), including those agentd
+	// otherwise keeps from tools: the providers' keys, the server's
+	// password, what the configuration read with {env:…}.
 	ToolEnv []string `json:"toolEnv"`
+	// ProjectCommandAgents are the agents a project's command file (which
+	// the model can write) may name; nil: the built-in build and plan,
+	// unless this configuration gives them permission rules of its own.
+	ProjectCommandAgents []string `json:"projectCommandAgents"`
 	// Snapshot places the snapshot stores.
 	Snapshot *SnapshotSettings `json:"snapshot"`
 }
@@ -385,6 +391,9 @@ func merge(a, b File) File {
 	a.EnvRefs = append(a.EnvRefs, b.EnvRefs...)
 	if b.Agentd.ToolEnv != nil {
 		a.Agentd.ToolEnv = b.Agentd.ToolEnv
+	}
+	if b.Agentd.ProjectCommandAgents != nil {
+		a.Agentd.ProjectCommandAgents = b.Agentd.ProjectCommandAgents
 	}
 	if b.Agentd.Questions {
 		a.Agentd.Questions = true

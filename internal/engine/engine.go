@@ -75,8 +75,8 @@ type Config struct {
 	GlobalDir    string
 	// SmallModel writes session titles; nil means the run's model.
 	SmallModel *core.ModelRef
-	// ToolEnv is the environment of tool processes (nil: the server's,
-	// less tool.Secrets).
+	// ToolEnv is the environment of tool processes (nil: the server's
+	// variables tool.Base allows).
 	ToolEnv *tool.Env
 	// Snapshots records the workspace at each step (nil: not at all).
 	Snapshots *snapshot.Store

@@ -1,16 +1,13 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/structout"
 	"github.com/agentd/agentd/internal/tool"
 )
 
@@ -21,7 +18,8 @@ import (
 // answer (the assistant message's structured field) and the run ends; not
 // valid, the model is told why and tries again, RetryCount times (2 by
 // default). A model that never complies, or answers in plain text, ends
-// the run failed with opencode's StructuredOutputError.
+// the run failed with opencode's StructuredOutputError. The schema and
+// the answers are checked within bounds (internal/structout).
 
 // StructuredOutputTool is the name of the tool that takes the answer.
 const StructuredOutputTool = "StructuredOutput"
@@ -36,14 +34,14 @@ const structuredInstruction = "The user asked for structured output: give your f
 
 // structured is a run's structured-output state.
 type structured struct {
-	schema  *jsonschema.Schema
+	schema  *structout.Schema
 	retries int // corrections allowed
 	failed  int // invalid answers so far
 	answer  json.RawMessage
 }
 
 // compileFormat checks an output format a prompt carries.
-func compileFormat(f *core.OutputFormat) (*jsonschema.Schema, error) {
+func compileFormat(f *core.OutputFormat) (*structout.Schema, error) {
 	if f == nil || f.Type == "" || f.Type == "text" {
 		return nil, nil
 	}
@@ -53,17 +51,9 @@ func compileFormat(f *core.OutputFormat) (*jsonschema.Schema, error) {
 	if f.RetryCount != nil && *f.RetryCount < 0 {
 		return nil, fmt.Errorf("format.retryCount: %d is negative", *f.RetryCount)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(f.Schema))
+	s, err := structout.Compile(f.Schema)
 	if err != nil {
-		return nil, fmt.Errorf("format.schema: not JSON: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("format.json", doc); err != nil {
-		return nil, fmt.Errorf("format.schema: %v", err)
-	}
-	s, err := c.Compile("format.json")
-	if err != nil {
-		return nil, fmt.Errorf("format.schema: %v", err)
+		return nil, fmt.Errorf("format.schema: %w", err)
 	}
 	return s, nil
 }
@@ -97,10 +87,7 @@ func (r *runner) takeStructured(p *core.Part) (tool.Result, *outcome) {
 		res := tool.Errorf("no structured output was asked for")
 		return res, nil
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(p.State.Input))
-	if err == nil {
-		err = s.schema.Validate(inst)
-	}
+	err := s.schema.Validate(p.State.Input)
 	if err == nil {
 		s.answer = append(json.RawMessage(nil), p.State.Input...)
 		return tool.Result{Output: "Structured output captured.", Title: "Structured output"}, nil
@@ -110,8 +97,7 @@ func (r *runner) takeStructured(p *core.Part) (tool.Result, *outcome) {
 		o := structuredFailure(fmt.Sprintf("the answer did not match the schema after %d attempts: %v", s.failed, err), s.failed-1)
 		return tool.Errorf("the answer does not match the schema"), &o
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	return tool.Errorf("The answer does not match the schema: " + msg + ". Call " + StructuredOutputTool + " again with a corrected answer."), nil
+	return tool.Errorf("The answer does not match the schema: " + err.Error() + ". Call " + StructuredOutputTool + " again with a corrected answer."), nil
 }
 
 // structuredFailure is the outcome of a run whose model never gave a

@@ -4,16 +4,21 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
+	"github.com/agentd/agentd/internal/vcs"
 	"github.com/agentd/agentd/internal/workspace"
 )
 
 // The file and search routes opencode's clients use (the TUI's @
 // completion, the SDK's find and file calls), over a request's directory
 // (internal/workspace). They read what the session's tools may read:
-// inside the directory, and not what the operator's rules deny to read.
+// inside the directory, and not what the operator's rules deny to read
+// (readRules: on the path as it really is, relative to the directory and
+// to the server's own).
 
 // fileDir is the directory a file route reads: opencode's next API names
 // it location[directory]; the others ?directory= or the header.
@@ -27,12 +32,22 @@ func (s *Server) fileDir(r *http.Request) (string, *apiError) {
 	} else if !filepath.IsAbs(dir) {
 		return "", badRequest("location[directory]: %q must be an absolute path", dir)
 	}
-	return workspaceDir(filepath.Clean(dir))
+	real, e := workspaceDir(filepath.Clean(dir))
+	if e != nil {
+		return "", e
+	}
+	// The directory itself, as the server's own rules see it.
+	if rr := s.readRules(real); rr.prefix != "" && rr.prefix != "." && s.eng.Denied("read", rr.prefix) {
+		return "", &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "reading " + dir + " is denied by the operator's rules"}
+	}
+	return real, nil
 }
 
 // fileErr maps a workspace error.
 func fileErr(err error, p string) *apiError {
 	switch {
+	case errors.Is(err, workspace.ErrDenied):
+		return &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "reading " + p + " is denied by the operator's rules"}
 	case errors.Is(err, workspace.ErrOutside):
 		return &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "path " + p + " is outside the workspace"}
 	case errors.Is(err, fs.ErrNotExist):
@@ -42,12 +57,46 @@ func fileErr(err error, p string) *apiError {
 	}
 }
 
-// readable refuses a path the operator's rules deny to read.
-func (s *Server) readable(p string) *apiError {
-	if s.eng.Denied("read", filepath.Clean(p)) {
-		return &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "reading " + p + " is denied by the operator's rules"}
+// readRules are the operator's read rules as the file routes apply them
+// in one directory: to a path as it really is (symlinks resolved, the
+// directory's too), relative to the directory, and, when the directory is
+// inside the server's own (where the rules were written), relative to
+// that as well, so that ?directory= pointed inside a denied folder finds
+// it denied all the same.
+type readRules struct {
+	s      *Server
+	dir    string
+	prefix string // dir relative to the server's directory; "" when outside it
+}
+
+func (s *Server) readRules(dir string) readRules {
+	rr := readRules{s: s, dir: dir}
+	if base, err := filepath.EvalSymlinks(s.cfg.Directory); err == nil && s.cfg.Directory != "" {
+		if r, err := filepath.Rel(base, dir); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+			rr.prefix = filepath.ToSlash(r)
+		}
 	}
-	return nil
+	return rr
+}
+
+// denied reports whether reading rel (resolved, relative to the
+// directory) is denied.
+func (rr readRules) denied(rel string) bool {
+	if rr.s.eng.Denied("read", rel) {
+		return true
+	}
+	return rr.prefix != "" && rr.prefix != "." && rr.s.eng.Denied("read", path.Join(rr.prefix, rel))
+}
+
+// hidden reports whether a path a listing or search found (relative to
+// the directory) is denied, by itself or where its links lead.
+func (rr readRules) hidden(rel string) bool {
+	rel = path.Clean(rel)
+	if rr.denied(rel) {
+		return true
+	}
+	real, ok := workspace.Resolved(rr.dir, rel)
+	return ok && real != rel && rr.denied(real)
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) *apiError {
@@ -56,7 +105,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	p := r.URL.Query().Get("path")
-	nodes, err := workspace.List(dir, p)
+	nodes, err := workspace.List(dir, p, s.readRules(dir).denied)
 	if err != nil {
 		return fileErr(err, p)
 	}
@@ -73,10 +122,7 @@ func (s *Server) fileContent(w http.ResponseWriter, r *http.Request) *apiError {
 	if p == "" {
 		return badRequest("path: required")
 	}
-	if e := s.readable(p); e != nil {
-		return e
-	}
-	c, err := workspace.Read(dir, p)
+	c, err := workspace.Read(dir, p, s.readRules(dir).denied)
 	if err != nil {
 		return fileErr(err, p)
 	}
@@ -93,7 +139,18 @@ func (s *Server) fileStatus(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return fileErr(err, dir)
 	}
-	writeJSON(w, http.StatusOK, changes)
+	// git names paths from the repository's root.
+	rr, root := s.readRules(dir), dir
+	if rt, ok := vcs.Root(dir); ok {
+		root = rt
+	}
+	out := changes[:0]
+	for _, c := range changes {
+		if rel, err := filepath.Rel(dir, filepath.Join(root, c.Path)); err != nil || !rr.hidden(filepath.ToSlash(rel)) {
+			out = append(out, c)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -141,7 +198,7 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	p := r.URL.Query().Get("path")
-	nodes, err := workspace.List(dir, p)
+	nodes, err := workspace.List(dir, p, s.readRules(dir).denied)
 	if err != nil {
 		return fileErr(err, p)
 	}
@@ -171,7 +228,14 @@ func (s *Server) searchFiles(r *http.Request) ([]workspace.Entry, *apiError) {
 	if err != nil {
 		return nil, fileErr(err, dir)
 	}
-	return entries, nil
+	rr := s.readRules(dir)
+	out := entries[:0]
+	for _, en := range entries {
+		if !rr.hidden(strings.TrimSuffix(en.Path, "/")) {
+			out = append(out, en)
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) findText(w http.ResponseWriter, r *http.Request) *apiError {
@@ -187,9 +251,10 @@ func (s *Server) findText(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return badRequest("pattern %q: %v", pattern, err)
 	}
+	rr := s.readRules(dir)
 	out := matches[:0]
 	for _, m := range matches {
-		if !s.eng.Denied("read", m.Path.Text) {
+		if !rr.hidden(m.Path.Text) {
 			out = append(out, m)
 		}
 	}

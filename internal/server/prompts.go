@@ -208,10 +208,12 @@ func (s *Server) command(r *http.Request, name, args, messageID, agent, model, v
 	if !ok {
 		return engine.Admission{}, notFound("command %q not found (GET /command lists them)", name)
 	}
-	pi := engine.PromptInput{MessageID: messageID, Agent: c.Agent, Variant: variant,
+	pi := engine.PromptInput{MessageID: messageID, Agent: agent, Variant: variant,
 		Parts: append([]engine.InputPart{{Type: core.PartText, Text: command.Expand(c.Template, args)}}, files...)}
-	if agent != "" {
-		pi.Agent = agent
+	if agent == "" {
+		if pi.Agent, err = s.cfg.Commands.Agent(c); err != nil {
+			return engine.Admission{}, &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: err.Error()}
+		}
 	}
 	if model == "" {
 		model = c.Model

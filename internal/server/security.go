@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/subtle"
 	"mime"
 	"net"
@@ -9,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -86,13 +86,18 @@ func (s Security) originAllowed(origin string, r *http.Request) bool {
 	return false
 }
 
-// Failed logins slow down the next failures from the same address: past
-// loginFree failures within loginWindow, each wrong answer waits (twice
-// as long each time, up to loginMaxDelay) and the waits of one address
-// take turns, so guessing from one address is slowed to one try per
-// delay however many connections it opens. A correct password is never
-// delayed or refused: failures by someone else from that address (or
-// behind the same proxy) cannot lock the owner out.
+// Failed logins slow down the next failures from the same address, without
+// holding a connection while they do: past loginFree failures within
+// loginWindow, a wrong answer is answered at once (401) with a Retry-After
+// of the delay it earned (twice as long each time, up to loginMaxDelay),
+// and until that delay has passed every further failure from the address
+// is refused at once (429, the same Retry-After) without counting. A
+// failure used to wait out its delay on its connection, so wrong
+// passwords filled the connection cap and the owner's right one got 503.
+// A correct password is checked first and never delayed or refused:
+// failures by someone else from that address (or behind the same proxy)
+// cannot lock the owner out. (Nothing that answers the right password at
+// once can stop guessing in parallel; a long random password does.)
 const (
 	loginFree     = 5
 	loginWindow   = time.Minute
@@ -106,18 +111,20 @@ const (
 // guard is the middleware state: failed logins per address.
 type guard struct {
 	sec Security
+	now func() time.Time
 
 	mu     sync.Mutex
 	failed map[string]*failures
 }
 
-// failures are one address's recent failed logins, and its turn to wait.
+// failures are one address's recent failed logins, and the end of the
+// delay its last one earned.
 type failures struct {
 	times []time.Time
-	turn  chan struct{}
+	until time.Time
 }
 
-// loginDelay is how long the n-th recent failure waits.
+// loginDelay is how long the n-th recent failure delays the next.
 func loginDelay(n int) time.Duration {
 	if n <= loginFree {
 		return 0
@@ -126,8 +133,10 @@ func loginDelay(n int) time.Duration {
 	return min(d, loginMaxDelay)
 }
 
-// fail records a failed login from addr and returns its delay and turn.
-func (g *guard) fail(addr string, now time.Time) (time.Duration, chan struct{}) {
+// fail records a failed login from addr: how long the address must wait
+// before its next failure is heard, and whether this one came while it
+// was still waiting (refused, not counted).
+func (g *guard) fail(addr string, now time.Time) (time.Duration, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	f := g.failed[addr]
@@ -135,8 +144,11 @@ func (g *guard) fail(addr string, now time.Time) (time.Duration, chan struct{}) 
 		if len(g.failed) >= loginAddrs {
 			g.forgetOldest(now)
 		}
-		f = &failures{turn: make(chan struct{}, 1)}
+		f = &failures{}
 		g.failed[addr] = f
+	}
+	if now.Before(f.until) {
+		return f.until.Sub(now), true
 	}
 	recent := f.times[:0]
 	for _, t := range f.times {
@@ -145,7 +157,9 @@ func (g *guard) fail(addr string, now time.Time) (time.Duration, chan struct{}) 
 		}
 	}
 	f.times = append(recent, now)
-	return loginDelay(len(f.times)), f.turn
+	d := loginDelay(len(f.times))
+	f.until = now.Add(d)
+	return d, false
 }
 
 // forgetOldest drops the addresses whose failures have all expired, or,
@@ -168,7 +182,12 @@ func (g *guard) forgetOldest(now time.Time) {
 }
 
 func (s Security) middleware(next http.Handler) http.Handler {
-	g := &guard{sec: s, failed: map[string]*failures{}}
+	g := &guard{sec: s, now: time.Now, failed: map[string]*failures{}}
+	return g.handler(next)
+}
+
+func (g *guard) handler(next http.Handler) http.Handler {
+	s := g.sec
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.LoopbackOnly && !IsLoopbackHost(hostOnly(r.Host)) {
 			writeError(w, &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "host " + r.Host + " is not a local name; this server only answers on loopback"})
@@ -194,8 +213,9 @@ func (s Security) middleware(next http.Handler) http.Handler {
 	})
 }
 
-// authorized checks basic auth. A wrong password is answered after the
-// delay its address has earned (see loginFree).
+// authorized checks basic auth. A wrong password is answered at once:
+// 401 with the delay its address has earned as Retry-After, or 429 while
+// an earlier failure's delay runs (see loginFree).
 func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
 	user, pass, ok := r.BasicAuth()
 	wantUser := g.sec.Username
@@ -207,33 +227,19 @@ func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if ok {
-		delay, turn := g.fail(hostOnly(r.RemoteAddr), time.Now())
-		if delay > 0 && !wait(r.Context(), turn, delay) {
+		delay, refused := g.fail(hostOnly(r.RemoteAddr), g.now())
+		if delay > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((delay+time.Second-1)/time.Second)))
+		}
+		if refused {
+			writeError(w, &apiError{status: http.StatusTooManyRequests, name: "TooManyRequestsError",
+				msg: "too many failed logins from this address; wait for Retry-After before trying again"})
 			return false
 		}
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="agentd"`)
 	writeError(w, &apiError{status: http.StatusUnauthorized, name: "UnauthorizedError", msg: "authentication required"})
 	return false
-}
-
-// wait takes the address's turn and holds it for d; false when the
-// client went away first.
-func wait(ctx context.Context, turn chan struct{}, d time.Duration) bool {
-	select {
-	case turn <- struct{}{}:
-	case <-ctx.Done():
-		return false
-	}
-	defer func() { <-turn }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // cleanPaths answers a path that is not in its clean form (".." or "."

@@ -21,6 +21,10 @@ const (
 	maxMatches  = 200
 	findTimeout = 10 * time.Second
 	maxLine     = 2000
+	// maxScanLine bounds the bytes of one line a text search holds: the
+	// walker matches within a longer line's first maxScanLine bytes; of
+	// ripgrep's output, an event longer than that is skipped.
+	maxScanLine = 1 << 20
 )
 
 // Entry is one result of a file search, in opencode's FileSystemEntry
@@ -210,25 +214,45 @@ func grepFile(root *os.Root, p string, re *regexp.Regexp, room int) []Match {
 	br := bufio.NewReaderSize(f, 64<<10)
 	offset := 0
 	for n := 1; len(out) < room; n++ {
-		line, err := br.ReadString('\n')
-		if n == 1 && binary([]byte(line)) {
+		head, size, err := readLine(br, maxScanLine)
+		line := string(head)
+		if n == 1 && binary(head) {
 			return nil
 		}
 		if len(line) > 0 {
 			if locs := re.FindAllStringIndex(line, 8); locs != nil {
 				m := Match{Path: Text{path.Clean(p)}, Lines: Text{cut(line)}, LineNumber: n, AbsoluteOffset: offset}
 				for _, l := range locs {
-					m.Submatches = append(m.Submatches, Submatch{Match: Text{line[l[0]:l[1]]}, Start: l[0], End: l[1]})
+					m.Submatches = append(m.Submatches, Submatch{Match: Text{cut(line[l[0]:l[1]])}, Start: l[0], End: l[1]})
 				}
 				out = append(out, m)
 			}
 		}
-		offset += len(line)
+		offset += size
 		if err != nil {
 			break
 		}
 	}
 	return out
+}
+
+// readLine reads one line (its newline included) and returns at most its
+// first max bytes, the rest read and dropped, with the line's whole size:
+// a file with a line of a gigabyte costs max bytes of memory, and the
+// lines after it are still searched.
+func readLine(br *bufio.Reader, max int) ([]byte, int, error) {
+	var line []byte
+	size := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		size += len(chunk)
+		if room := max - len(line); room > 0 {
+			line = append(line, chunk[:min(len(chunk), room)]...)
+		}
+		if err != bufio.ErrBufferFull {
+			return line, size, err
+		}
+	}
 }
 
 func cut(line string) string {
@@ -251,20 +275,30 @@ func ripgrep(ctx context.Context, rg, dir, pattern string) ([]Match, error) {
 		return nil, err
 	}
 	out := []Match{}
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for len(out) < maxMatches && sc.Scan() {
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	for len(out) < maxMatches {
+		// rg's JSON carries a matched line whole (--max-columns does not
+		// apply to it): an event over maxScanLine is dropped, the search
+		// goes on (a scanner stopped there and the answer lost every
+		// match after it).
+		line, size, err := readLine(br, maxScanLine+1)
+		if err != nil && size == 0 {
+			break
+		}
 		var ev struct {
 			Type string `json:"type"`
 			Data Match  `json:"data"`
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Type != "match" {
+		if size > maxScanLine || json.Unmarshal(line, &ev) != nil || ev.Type != "match" {
 			continue
 		}
 		ev.Data.Path.Text = strings.TrimPrefix(ev.Data.Path.Text, "./")
 		ev.Data.Lines.Text = cut(ev.Data.Lines.Text)
 		if ev.Data.Submatches == nil {
 			ev.Data.Submatches = []Submatch{}
+		}
+		for i := range ev.Data.Submatches {
+			ev.Data.Submatches[i].Match.Text = cut(ev.Data.Submatches[i].Match.Text)
 		}
 		out = append(out, ev.Data)
 	}

@@ -70,9 +70,11 @@ func rel(dir, p string) (string, error) {
 	return p, nil
 }
 
-// List returns the entries of the folder p (relative to dir), folders
-// first, then by name.
-func List(dir, p string) ([]Node, error) {
+// List returns the entries of the folder p (relative to dir, a real
+// path), folders first, then by name; an entry hide keeps (by its path
+// with the folder's links resolved, or by where it links to) is left
+// out.
+func List(dir, p string, hide Hide) ([]Node, error) {
 	r, err := rel(dir, p)
 	if err != nil {
 		return nil, err
@@ -82,12 +84,24 @@ func List(dir, p string) ([]Node, error) {
 		return nil, err
 	}
 	defer root.Close()
-	entries, err := fs.ReadDir(root.FS(), filepath.ToSlash(r))
+	f, err := root.OpenFile(r, os.O_RDONLY|nonblock, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	real, err := openedRel(dir, r, f)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := f.ReadDir(-1)
 	if err != nil {
 		return nil, err
 	}
 	out := []Node{}
 	for _, e := range entries {
+		if hidden(dir, path.Join(real, e.Name()), e, hide) {
+			continue
+		}
 		typ := "file"
 		if e.IsDir() {
 			typ = "directory"
@@ -108,9 +122,25 @@ func List(dir, p string) ([]Node, error) {
 	return out, nil
 }
 
-// Read returns the content of the file p (relative to dir), at most
-// MaxContent bytes of it.
-func Read(dir, p string) (Content, error) {
+// hidden reports whether hide keeps the entry at rel, or where it links.
+func hidden(dir, rel string, e fs.DirEntry, hide Hide) bool {
+	if hide == nil {
+		return false
+	}
+	if hide(rel) {
+		return true
+	}
+	if e.Type()&fs.ModeSymlink == 0 {
+		return false
+	}
+	target, ok := Resolved(dir, rel)
+	return ok && hide(target)
+}
+
+// Read returns the content of the file p (relative to dir, a real path),
+// at most MaxContent bytes of it; ErrDenied when hide keeps the file it
+// really opened (a symlink's target, wherever its links lead).
+func Read(dir, p string, hide Hide) (Content, error) {
 	r, err := rel(dir, p)
 	if err != nil {
 		return Content{}, err
@@ -131,6 +161,15 @@ func Read(dir, p string) (Content, error) {
 	}
 	if !st.Mode().IsRegular() {
 		return Content{}, fmt.Errorf("%s is not a regular file", p)
+	}
+	if hide != nil {
+		real, err := openedRel(dir, r, f)
+		if err != nil {
+			return Content{}, err
+		}
+		if hide(real) {
+			return Content{}, ErrDenied
+		}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxContent))
 	if err != nil {

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,7 @@ func tree(t *testing.T, files map[string]string) string {
 func TestListAndRead(t *testing.T) {
 	t.Parallel()
 	dir := tree(t, map[string]string{"a.txt": "hello\n", "src/b.go": "package b\n", "bin.dat": "\x00\x01x", "node_modules/x.js": "x"})
-	nodes, err := List(dir, ".")
+	nodes, err := List(dir, ".", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,22 +39,22 @@ func TestListAndRead(t *testing.T) {
 	if strings.Join(got, ",") != "node_modules/:directory,src/:directory,a.txt:file,bin.dat:file" || !nodes[0].Ignored {
 		t.Errorf("list = %v", got)
 	}
-	if c, err := Read(dir, "a.txt"); err != nil || c.Type != "text" || c.Content != "hello" {
+	if c, err := Read(dir, "a.txt", nil); err != nil || c.Type != "text" || c.Content != "hello" {
 		t.Errorf("text = %+v %v", c, err)
 	}
-	if c, err := Read(dir, "bin.dat"); err != nil || c.Type != "binary" || c.Encoding != "base64" || c.Content != "AAF4" {
+	if c, err := Read(dir, "bin.dat", nil); err != nil || c.Type != "binary" || c.Encoding != "base64" || c.Content != "AAF4" {
 		t.Errorf("binary = %+v %v", c, err)
 	}
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o644)
 	os.Symlink(outside, filepath.Join(dir, "link"))
 	for _, p := range []string{"../x", "/etc/passwd", "link/secret"} {
-		if _, err := Read(dir, p); err == nil {
+		if _, err := Read(dir, p, nil); err == nil {
 			t.Errorf("read %s outside the workspace", p)
 		}
 	}
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err == nil {
-		if _, err := Read(dir, "fifo"); err == nil {
+		if _, err := Read(dir, "fifo", nil); err == nil {
 			t.Error("read a FIFO")
 		}
 	}
@@ -151,5 +152,45 @@ func TestStatus(t *testing.T) {
 	}
 	if got, _ := Status(t.Context(), t.TempDir()); len(got) != 0 {
 		t.Errorf("outside a repository: %+v", got)
+	}
+}
+
+// TestHideSeesThroughLinks: Read asks hide about the file it really
+// opened, and List about where an entry links, so a symlink to a hidden
+// file is hidden too.
+func TestHideSeesThroughLinks(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.EvalSymlinks(tree(t, map[string]string{"secret.env": "s", "ok.txt": "fine", "sub/deep.env": "d"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("secret.env", filepath.Join(dir, "alias.txt"))
+	os.Symlink("sub", filepath.Join(dir, "via"))
+	var asked []string
+	hide := func(rel string) bool {
+		asked = append(asked, rel)
+		return strings.HasSuffix(rel, ".env")
+	}
+	for _, p := range []string{"secret.env", "alias.txt", "via/deep.env", filepath.Join(dir, "alias.txt")} {
+		if _, err := Read(dir, p, hide); !errors.Is(err, ErrDenied) {
+			t.Errorf("read %s: %v, want ErrDenied", p, err)
+		}
+	}
+	if c, err := Read(dir, "ok.txt", hide); err != nil || c.Content != "fine" {
+		t.Errorf("read ok.txt: %+v %v", c, err)
+	}
+	nodes, err := List(dir, ".", hide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	if strings.Join(names, ",") != "sub,ok.txt,via" {
+		t.Errorf("list = %v", names)
+	}
+	if nodes, err := List(dir, "via", hide); err != nil || len(nodes) != 0 {
+		t.Errorf("list via the link: %+v %v (asked %v)", nodes, err, asked)
 	}
 }

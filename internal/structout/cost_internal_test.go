@@ -1,0 +1,83 @@
+package structout
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// counter counts the evaluations that reach a schema's extensions: a
+// lower bound of the validator's work.
+type counter struct{ n *int }
+
+func (c counter) Validate(*jsonschema.ValidatorContext, any) { *c.n++ }
+
+// evaluations validates inst against schema, counting evaluations.
+func evaluations(t *testing.T, schema string, inst any) int {
+	t.Helper()
+	n := 0
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(schema)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	c.AssertVocabs()
+	c.RegisterVocabulary(&jsonschema.Vocabulary{URL: "urn:agentd:count",
+		Compile: func(*jsonschema.CompilerContext, map[string]any) (jsonschema.SchemaExt, error) {
+			return counter{&n}, nil
+		}})
+	if err := c.AddResource(base, doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Validate(inst)
+	return n
+}
+
+// TestEstimateIsAnUpperBound: for each applicator the estimate counts at
+// least the evaluations the validator makes, valid answers and invalid.
+func TestEstimateIsAnUpperBound(t *testing.T) {
+	t.Parallel()
+	const defs = `"$defs":{"s":{"anyOf":[{"$ref":"#/$defs/t"},{"$ref":"#/$defs/t"},{"type":"object"}]},"t":{"allOf":[{"$ref":"#/$defs/u"},{"$ref":"#/$defs/u"}]},"u":{"oneOf":[{"type":"integer"},{"not":{"type":"string"}},{"minimum":0}]}}`
+	for _, tc := range []struct{ schema, answer string }{
+		{`{"$ref":"#/$defs/s",` + defs + `}`, `5`},
+		{`{"$ref":"#/$defs/s",` + defs + `}`, `"x"`},
+		{`{"items":{"$ref":"#/$defs/s"},` + defs + `}`, `[1,"a",{},2,null,[3]]`},
+		{`{"prefixItems":[{"$ref":"#/$defs/s"}],"items":{"$ref":"#/$defs/t"},"contains":{"$ref":"#/$defs/u"},"unevaluatedItems":{"$ref":"#/$defs/s"},` + defs + `}`, `[1,"a",{},2]`},
+		{`{"properties":{"a":{"$ref":"#/$defs/s"}},"patternProperties":{"^b":{"$ref":"#/$defs/t"}},"additionalProperties":{"$ref":"#/$defs/u"},"propertyNames":{"$ref":"#/$defs/s"},"unevaluatedProperties":{"$ref":"#/$defs/s"},` + defs + `}`, `{"a":1,"b1":"x","c":{},"d":[1]}`},
+		{`{"if":{"$ref":"#/$defs/s"},"then":{"$ref":"#/$defs/t"},"else":{"$ref":"#/$defs/u"},"dependentSchemas":{"a":{"$ref":"#/$defs/s"}},` + defs + `}`, `{"a":1}`},
+		{`{"contains":{"$ref":"#/$defs/s"},` + defs + `}`, `[1,2,3,4]`},
+		{`{"prefixItems":[{"$ref":"#/$defs/s"},{"$ref":"#/$defs/s"}],` + defs + `}`, `[1,2,3,4]`},
+		{`{"unevaluatedItems":{"$ref":"#/$defs/s"},` + defs + `}`, `[1,2,3,4]`},
+		{`{"propertyNames":{"$ref":"#/$defs/s"},` + defs + `}`, `{"a":1,"b":2}`},
+		{`{"patternProperties":{".":{"$ref":"#/$defs/s"}},` + defs + `}`, `{"a":1,"b":2}`},
+		{`{"additionalProperties":{"$ref":"#/$defs/s"},` + defs + `}`, `{"a":1,"b":2}`},
+		{`{"unevaluatedProperties":{"$ref":"#/$defs/s"},` + defs + `}`, `{"a":1,"b":2}`},
+		{`{"dependentSchemas":{"a":{"$ref":"#/$defs/s"},"b":{"$ref":"#/$defs/s"}},` + defs + `}`, `{"a":1,"b":2}`},
+		{`{"if":{"$ref":"#/$defs/s"},"then":{"$ref":"#/$defs/s"},"else":{"$ref":"#/$defs/s"},` + defs + `}`, `4`},
+		{`{"not":{"$ref":"#/$defs/s"},` + defs + `}`, `4`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"s":{"anyOf":[{"$ref":"#/definitions/s2"},{"type":"string"}]},"s2":{"type":"array","items":[{"$ref":"#/definitions/s"}],"additionalItems":{"$ref":"#/definitions/s"}}},"dependencies":{"a":{"$ref":"#/definitions/s"}},"properties":{"a":{"$ref":"#/definitions/s"}}}`, `{"a":[["x",[1]],2,"y"]}`},
+	} {
+		s, err := Compile([]byte(tc.schema))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.schema, err)
+		}
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(tc.answer)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &estimate{c: s.cost, left: 1 << 40}
+		if !e.eval(s.cost.root, inst, nil) {
+			t.Fatal("the estimate ran out")
+		}
+		est, real := 1<<40-e.left, evaluations(t, tc.schema, inst)
+		if est < real {
+			t.Errorf("%s with %s: estimate %d < %d evaluations", tc.schema, tc.answer, est, real)
+		}
+	}
+}
