@@ -7,8 +7,8 @@ import (
 )
 
 // Event types agentd emits. Most are opencode's, with exactly the
-// properties opencode's OpenAPI document allows; server.gap and run.updated
-// are agentd's own (opencode clients ignore types they do not know).
+// properties opencode's OpenAPI document allows; server.gap, run.updated
+// and revert.updated are agentd's own (opencode clients ignore types they do not know).
 const (
 	EventServerConnected   = "server.connected"
 	EventServerHeartbeat   = "server.heartbeat"
@@ -29,6 +29,9 @@ const (
 	EventPermissionReplied = "permission.replied"
 	EventRunUpdated        = "run.updated"
 	EventSessionDiff       = "session.diff"
+	// EventRevertUpdated is agentd's: a revert or unrevert of a session's
+	// files started, finished, was rolled back or failed (package undo).
+	EventRevertUpdated = "revert.updated"
 )
 
 // ChangesState reports whether an event of this type accompanies a change

@@ -50,12 +50,22 @@ type SessionSummary struct {
 // SessionRevert is opencode's revert point: the message (and, within it,
 // the part) from which the session is undone, the snapshot of the
 // workspace before the undo (which an unrevert restores), and the undo's
-// diff.
+// diff. Kept is agentd's: the files the undo left as they were, and why
+// (opencode's clients ignore it).
 type SessionRevert struct {
-	MessageID string `json:"messageID"`
-	PartID    string `json:"partID,omitempty"`
-	Snapshot  string `json:"snapshot,omitempty"`
-	Diff      string `json:"diff,omitempty"`
+	MessageID string       `json:"messageID"`
+	PartID    string       `json:"partID,omitempty"`
+	Snapshot  string       `json:"snapshot,omitempty"`
+	Diff      string       `json:"diff,omitempty"`
+	Kept      []RevertKept `json:"kept,omitempty"`
+}
+
+// RevertKept is a file a revert left as it was: the snapshots did not
+// take it (ignored, over the size limit), so they cannot tell that a step
+// made it, nor could the change be undone.
+type RevertKept struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // SessionModel is the model of a session, in opencode's shape.

@@ -25,6 +25,7 @@ import (
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
+	"github.com/agentd/agentd/internal/undo"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -186,6 +187,8 @@ type Engine struct {
 	// task is the engine's own task tool.
 	task *taskTool
 	log  *slog.Logger
+	// undo reverts and unreverts sessions' files (package undo).
+	undo *undo.Reverter
 
 	mu       sync.Mutex
 	started  bool
@@ -246,6 +249,11 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 		leases:   make(map[string]*leaseState),
 	}
 	e.task = &taskTool{e: e}
+	uo := undo.Options{Store: st, Snapshots: cfg.Snapshots, Shared: cfg.Leaser != nil, Grace: cfg.ShutdownGrace, Logger: cfg.Logger}
+	if cfg.Leaser != nil {
+		uo.Node = cfg.Leaser.Node()
+	}
+	e.undo = undo.New(uo)
 	return e
 }
 
@@ -261,6 +269,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	e.baseCtx, e.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	e.mu.Unlock()
+	// Reverts cut off by a crash are finished or rolled back first: no
+	// run can be active in a session with one.
+	if err := e.undo.Start(ctx); err != nil {
+		return err
+	}
 	if e.cfg.Leaser != nil {
 		// Other nodes may be executing runs: nothing is recovered wholesale.
 		// Runs nobody holds are claimed one by one, here and then every
@@ -294,6 +307,7 @@ func (e *Engine) Stop() {
 		if cancel == nil {
 			return
 		}
+		e.undo.Stop()
 		e.mu.Lock()
 		held := make([]store.Lease, 0, len(e.leases))
 		for _, ls := range e.leases {

@@ -9,6 +9,7 @@ import (
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/undo"
 )
 
 // InputPart is one part of a prompt, in opencode's input shapes.
@@ -136,11 +137,16 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		return Admission{}, err
 	}
 	var res admitted
-	err = e.st.Tx(ctx, func(tx store.Tx) error {
+	admit := func(tx store.Tx) error {
 		var err error
 		res, err = e.admit(ctx, tx, sessionID, in, ag.Name, model)
 		return err
-	})
+	}
+	err = e.st.Tx(ctx, admit)
+	if errors.Is(err, undo.ErrReverting) && e.undo.Settle(ctx, sessionID) == nil {
+		// A revert left by a node that died has been settled.
+		err = e.st.Tx(ctx, admit)
+	}
 	if err != nil {
 		return Admission{}, err
 	}
@@ -227,6 +233,9 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 		if dup != nil {
 			res.Admission = *dup
 		}
+		return res, err
+	}
+	if err := undo.NotReverting(ctx, tx, sessionID); err != nil {
 		return res, err
 	}
 	active, err := tx.ActiveRuns(ctx, sessionID)

@@ -7,140 +7,41 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/internal/core"
-	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/undo"
 )
 
 // Undo, redo and the diff of a session, as opencode's clients use them.
 // A revert restores the files the session's steps changed from a message
-// on (from the snapshots their patch parts name) and marks the session's
-// revert point; the messages stay, hidden by clients, until a new prompt
-// retires them (store.Tx.RetireFrom) or an unrevert restores the files as
-// they were before the revert and clears the point. Runs, outcomes and the
-// event log keep what happened.
+// on and marks the session's revert point; the messages stay, hidden by
+// clients, until a new prompt retires them (store.Tx.RetireFrom) or an
+// unrevert restores the files as they were before the revert and clears
+// the point. The files are reverted all or nothing, journaled and
+// detached from the request, by package undo; while it runs the session
+// admits nothing (ErrSessionBusy). Runs, outcomes and the event log keep
+// what happened.
 
-// ErrSessionBusy means a session has an active run, which a revert,
-// unrevert or shell command must not race.
-var ErrSessionBusy = errors.New("session is busy")
+// ErrSessionBusy means a session has an active run or a revert in
+// progress, which a revert, unrevert, shell command or prompt must not
+// race.
+var ErrSessionBusy = undo.ErrBusy
 
 // Revert undoes the session from messageID on (from partID on within it,
 // when set).
 func (e *Engine) Revert(ctx context.Context, sessionID, messageID, partID string) (core.Session, error) {
-	sess, err := e.idleSession(ctx, sessionID)
-	if err != nil {
-		return sess, err
+	if e.isClosing() {
+		return core.Session{}, ErrClosed
 	}
-	msgs, err := e.st.Messages(ctx, sessionID, store.MessageQuery{})
-	if err != nil {
-		return sess, err
-	}
-	patches, found := patchesFrom(msgs, messageID, partID)
-	if !found {
-		what := "message " + messageID
-		if partID != "" {
-			what = "part " + partID + " of message " + messageID
-		}
-		return sess, fmt.Errorf("%s in session %s: %w", what, sessionID, store.ErrNotFound)
-	}
-	rev := core.SessionRevert{MessageID: messageID, PartID: partID}
-	files := restoreOrder(patches)
-	if len(files) > 0 || sess.Revert != nil {
-		snaps := e.cfg.Snapshots
-		if !snaps.Enabled() {
-			return sess, &InputError{"revert: " + snapshot.ErrUnavailable.Error()}
-		}
-		// The state before any revert is what an unrevert goes back to.
-		if sess.Revert != nil {
-			rev.Snapshot = sess.Revert.Snapshot
-		}
-		if rev.Snapshot == "" {
-			if rev.Snapshot, err = snaps.Track(ctx, sess.Directory); err != nil {
-				return sess, fmt.Errorf("snapshot before revert: %w", err)
-			}
-		}
-		if sess.Revert != nil {
-			// Another revert point: back to the state before the first,
-			// then undo from the new point.
-			if err := snaps.Restore(ctx, sess.Directory, rev.Snapshot, e.revertedFiles(msgs, *sess.Revert)); err != nil {
-				return sess, fmt.Errorf("undo the earlier revert: %w", err)
-			}
-		}
-		for _, f := range files {
-			if err := snaps.Restore(ctx, sess.Directory, f.hash, []string{f.path}); err != nil {
-				return sess, fmt.Errorf("restore %s: %w", f.path, err)
-			}
-		}
-		now, err := snaps.Track(ctx, sess.Directory)
-		if err == nil {
-			rev.Diff = joinPatches(ctx, snaps, sess.Directory, rev.Snapshot, now)
-		}
-	}
-	return e.setRevert(ctx, sessionID, &rev)
+	return e.undo.Revert(ctx, sessionID, messageID, partID)
 }
 
 // Unrevert brings back what the session's revert undid: the files as they
 // were before it, and the messages.
 func (e *Engine) Unrevert(ctx context.Context, sessionID string) (core.Session, error) {
-	sess, err := e.idleSession(ctx, sessionID)
-	if err != nil || sess.Revert == nil {
-		return sess, err
+	if e.isClosing() {
+		return core.Session{}, ErrClosed
 	}
-	if sess.Revert.Snapshot != "" {
-		msgs, err := e.st.Messages(ctx, sessionID, store.MessageQuery{})
-		if err != nil {
-			return sess, err
-		}
-		if err := e.cfg.Snapshots.Restore(ctx, sess.Directory, sess.Revert.Snapshot, e.revertedFiles(msgs, *sess.Revert)); err != nil {
-			return sess, fmt.Errorf("unrevert: %w", err)
-		}
-	}
-	return e.setRevert(ctx, sessionID, nil)
-}
-
-// idleSession returns the session, or ErrSessionBusy while it has an
-// active run.
-func (e *Engine) idleSession(ctx context.Context, sessionID string) (core.Session, error) {
-	sess, err := e.st.Session(ctx, sessionID)
-	if err != nil {
-		return sess, err
-	}
-	active, err := e.st.ActiveRuns(ctx, sessionID)
-	if err != nil {
-		return sess, err
-	}
-	if len(active) > 0 {
-		return sess, ErrSessionBusy
-	}
-	return sess, nil
-}
-
-// setRevert writes the session's revert point (nil clears it), refusing
-// when a run started meanwhile.
-func (e *Engine) setRevert(ctx context.Context, sessionID string, rev *core.SessionRevert) (core.Session, error) {
-	var out core.Session
-	err := e.st.Tx(ctx, func(tx store.Tx) error {
-		if err := tx.LockSession(ctx, sessionID); err != nil {
-			return err
-		}
-		active, err := tx.ActiveRuns(ctx, sessionID)
-		if err != nil {
-			return err
-		}
-		if len(active) > 0 {
-			return ErrSessionBusy
-		}
-		sess, err := tx.Session(ctx, sessionID)
-		if err != nil {
-			return err
-		}
-		sess.Revert = rev
-		sess.Time.Updated = e.now()
-		w := writer{ctx: ctx, tx: tx}
-		w.session(sess)
-		out = sess
-		return w.err
-	})
-	return out, err
+	return e.undo.Unrevert(ctx, sessionID)
 }
 
 // retireReverted retires, in an admission's transaction, what the
@@ -168,69 +69,6 @@ func retireReverted(ctx context.Context, tx store.Tx, w *writer, sess *core.Sess
 	sess.Revert = nil
 	w.session(*sess)
 	return w.err
-}
-
-// restore is one file to put back, and the snapshot it is put back from.
-type restore struct{ path, hash string }
-
-// patchesFrom returns the patch parts of the session from messageID on
-// (from partID on within it), and whether that point exists.
-func patchesFrom(msgs []core.MessageWithParts, messageID, partID string) ([]core.Part, bool) {
-	var out []core.Part
-	found := false
-	for _, m := range msgs {
-		if m.Info.ID == messageID {
-			found = partID == ""
-		}
-		for _, p := range m.Parts {
-			if m.Info.ID == messageID && p.ID == partID {
-				found = true
-			}
-			if found && p.Type == core.PartPatch {
-				out = append(out, p)
-			}
-		}
-	}
-	return out, found
-}
-
-// restoreOrder lists each file the patches changed once, with the
-// snapshot of its first change: the state before the reverted steps.
-func restoreOrder(patches []core.Part) []restore {
-	seen := map[string]bool{}
-	var out []restore
-	for _, p := range patches {
-		for _, f := range p.Files {
-			if !seen[f] {
-				seen[f] = true
-				out = append(out, restore{f, p.Hash})
-			}
-		}
-	}
-	return out
-}
-
-// revertedFiles are the files a revert point undid.
-func (e *Engine) revertedFiles(msgs []core.MessageWithParts, rev core.SessionRevert) []string {
-	patches, _ := patchesFrom(msgs, rev.MessageID, rev.PartID)
-	var files []string
-	for _, r := range restoreOrder(patches) {
-		files = append(files, r.path)
-	}
-	return files
-}
-
-// joinPatches is the unified diff between two snapshots, all files.
-func joinPatches(ctx context.Context, s *snapshot.Store, dir, from, to string) string {
-	diffs, err := s.Diff(ctx, dir, from, to)
-	if err != nil {
-		return ""
-	}
-	var sb strings.Builder
-	for _, d := range diffs {
-		sb.WriteString(d.Patch)
-	}
-	return sb.String()
 }
 
 // Fork copies a session into a new one: its messages before messageID

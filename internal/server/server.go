@@ -352,6 +352,9 @@ func (s *Server) storeErr(err error, what string) *apiError {
 		return notFound("%s not found", what)
 	case errors.As(err, &ie):
 		return badRequest("%s", ie.Msg)
+	case errors.Is(err, engine.ErrSessionBusy):
+		// A revert of the session's files is in progress.
+		return &apiError{status: http.StatusConflict, name: "SessionBusyError", msg: err.Error()}
 	case errors.Is(err, engine.ErrBusy):
 		return &apiError{status: http.StatusConflict, name: "SessionBusyError", msg: "session is busy and the busy policy is reject"}
 	case errors.Is(err, engine.ErrAlreadyAnswered):

@@ -3,10 +3,13 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/engine"
+	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/undo"
 )
 
 // Undo, redo, diff and fork: opencode's routes over the engine's
@@ -18,13 +21,33 @@ func busy(sessionID string) *apiError {
 		map[string]string{"sessionID": sessionID})
 }
 
-// undoErr maps the engine's errors of the routes here.
+// undoErr maps the engine's errors of the routes here. A revert that is
+// refused or fails says why with a 4xx: busy (a run, another revert),
+// unknown message, a file that cannot be restored as asked (a symbolic
+// link on its way), or a failure that was rolled back.
 func (s *Server) undoErr(err error, sessionID string) *apiError {
-	if errors.Is(err, engine.ErrSessionBusy) {
+	var refused *snapshot.RefusedError
+	var failed *undo.FailedError
+	switch {
+	case errors.Is(err, undo.ErrReverting):
+		return tagged(http.StatusConflict, "SessionBusyError", "session "+sessionID+" is busy: "+strings.TrimPrefix(err.Error(), "session is busy: "),
+			map[string]string{"sessionID": sessionID})
+	case errors.Is(err, engine.ErrSessionBusy):
 		return busy(sessionID)
-	}
-	if errors.Is(err, store.ErrNotFound) {
+	case errors.Is(err, store.ErrNotFound):
 		return notFound("%v", err)
+	case errors.As(err, &refused):
+		return tagged(http.StatusConflict, "RevertConflictError", "nothing was reverted: "+refused.Error(),
+			map[string]string{"sessionID": sessionID, "path": refused.Path})
+	case errors.Is(err, snapshot.ErrTooLarge):
+		return tagged(http.StatusConflict, "RevertConflictError", "nothing was reverted: "+err.Error(), map[string]string{"sessionID": sessionID})
+	case errors.As(err, &failed):
+		s.log.Warn("revert failed", "session", sessionID, "err", err)
+		return tagged(http.StatusConflict, "RevertFailedError", failed.Error(), map[string]string{"sessionID": sessionID})
+	case errors.Is(err, undo.ErrUnavailable):
+		return badRequest("%v", err)
+	case errors.Is(err, undo.ErrStopped):
+		return &apiError{status: http.StatusServiceUnavailable, name: "ServerClosingError", msg: err.Error()}
 	}
 	return s.storeErr(err, "session "+sessionID)
 }

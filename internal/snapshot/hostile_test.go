@@ -64,7 +64,7 @@ func TestClonedOldStoreRunsNothing(t *testing.T) {
 	if strings.Join(files, ",") != "a.txt,doc.md" {
 		t.Errorf("diff files = %v (the old store is left out)", files)
 	}
-	if err := s.Restore(ctx, ws, before, files); err != nil {
+	if _, err := s.Restore(ctx, ws, before, files); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, ws, "a.txt") != "one\n" {
@@ -177,7 +177,7 @@ func TestProjectGitConfigReachesNoSnapshot(t *testing.T) {
 	if _, err := s.Diff(t.Context(), ws, before, after); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Restore(t.Context(), ws, before, []string{"a.txt"}); err != nil {
+	if _, err := s.Restore(t.Context(), ws, before, []string{"a.txt"}); err != nil {
 		t.Fatal(err)
 	}
 }

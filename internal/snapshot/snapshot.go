@@ -128,7 +128,7 @@ type workspace struct {
 	dir, gitDir string
 
 	// ops serialises the git commands run on the store's index.
-	ops sync.Mutex
+	ops opsLock
 
 	// Tracks are grouped: callers join the next round, which one of them
 	// runs for all.
@@ -161,6 +161,7 @@ func (s *Store) workspace(dir string) (*workspace, error) {
 	w := s.wss[dir]
 	if w == nil {
 		w = &workspace{dir: dir, gitDir: s.Dir(dir)}
+		w.ops.path = filepath.Join(w.gitDir, "agentd.lock")
 		s.wss[dir] = w
 	}
 	return w, nil
@@ -185,6 +186,9 @@ func (s *Store) cmd(w *workspace, args ...string) safegit.Cmd {
 // or an operator removed it) and checks before every use that what git
 // reads there is agentd's (checkConfig).
 func (s *Store) init(_ context.Context, w *workspace) error {
+	if err := clearStaleLock(w); err != nil {
+		return fmt.Errorf("clear the snapshot store's stale lock: %w", err)
+	}
 	if !w.inited {
 		if within(w.dir, w.gitDir) {
 			return fmt.Errorf("the snapshot store %s is inside the workspace %s: snapshots need a folder the workspace does not hold", w.gitDir, w.dir)

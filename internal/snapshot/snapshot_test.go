@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +106,7 @@ func TestTrackDiffRestore(t *testing.T) {
 	if d := got["b/gone.txt"]; d.Status != Deleted {
 		t.Errorf("b/gone.txt: %+v (of %v)", d, got)
 	}
-	if err := s.Restore(ctx, ws, before, files); err != nil {
+	if _, err := s.Restore(ctx, ws, before, files); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, ws, "a.txt") != "one\ntwo\n" || read(t, ws, "sub/b.txt") != "bee\n" {
@@ -118,7 +119,7 @@ func TestTrackDiffRestore(t *testing.T) {
 		t.Error("an ignored file was touched")
 	}
 	// Forward again.
-	if err := s.Restore(ctx, ws, after, files); err != nil {
+	if _, err := s.Restore(ctx, ws, after, files); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, ws, "a.txt") != "one\nTWO\nthree\n" || read(t, ws, "new/c.txt") != "sea\n" {
@@ -225,7 +226,11 @@ func TestRestoreStaysInside(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
-	_ = s.Restore(t.Context(), ws, h, []string{"link/keep.txt", "../x"})
+	_, err = s.Restore(t.Context(), ws, h, []string{"link/keep.txt", "../x"})
+	var re *RefusedError
+	if !errors.As(err, &re) {
+		t.Errorf("restore through a link out of the workspace: %v, want a RefusedError", err)
+	}
 	if read(t, outside, "keep.txt") != "precious" {
 		t.Error("a restore removed a file outside the workspace")
 	}

@@ -137,6 +137,12 @@ type Reader interface {
 	// EventBounds returns the first retained seq and the last assigned seq.
 	// When the log holds nothing, first is last+1.
 	EventBounds(ctx context.Context) (first, last int64, err error)
+	// RevertJournal returns the session's revert in progress or
+	// ErrNotFound.
+	RevertJournal(ctx context.Context, sessionID string) (RevertJournal, error)
+	// RevertJournals lists the reverts in progress that expire before
+	// the given time (epoch ms), oldest expiry first.
+	RevertJournals(ctx context.Context, expiresBefore int64) ([]RevertJournal, error)
 }
 
 // Tx is a write transaction. Writes become visible, and appended events
@@ -188,6 +194,16 @@ type Tx interface {
 	// AppendEvent adds a durable event to the log. Its seq is assigned at
 	// commit (the events the commit hook receives carry it).
 	AppendEvent(ctx context.Context, ev core.Event) error
+	// PutRevertJournal records a revert in progress; ErrConflict when the
+	// session already has one.
+	PutRevertJournal(ctx context.Context, j RevertJournal) error
+	// TakeRevertJournal makes owner the carrier of the session's revert
+	// id until expires; ErrNotFound when that revert is no longer in
+	// progress.
+	TakeRevertJournal(ctx context.Context, sessionID, id, owner string, expires int64) error
+	// DeleteRevertJournal ends the session's revert id; ErrNotFound when
+	// that revert is no longer in progress.
+	DeleteRevertJournal(ctx context.Context, sessionID, id string) error
 	// LockSession holds the session until commit: transactions that lock
 	// the same session follow each other. Decisions about a session's runs
 	// (admit, claim, end) and writes of its messages take it.

@@ -17,7 +17,7 @@ var eventTypesEmitted = []string{
 	"session.status", "session.idle", "session.error", "message.updated", "message.part.updated",
 	"message.part.delta", "permission.asked", "permission.replied", "run.updated", "session.compacted",
 	"todo.updated", "message.removed", "message.part.removed", "session.diff", "question.asked",
-	"question.replied", "question.rejected",
+	"question.replied", "question.rejected", "revert.updated",
 }
 
 // TestSchema drives every opencode route agentd serves, and every kind of

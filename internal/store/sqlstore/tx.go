@@ -126,6 +126,7 @@ func (t *Tx) DeleteSession(ctx context.Context, id string) error {
 	for _, q := range []string{
 		`DELETE FROM permissions WHERE session_id = ?`,
 		`DELETE FROM questions WHERE session_id = ?`,
+		`DELETE FROM reverts WHERE session_id = ?`,
 		`DELETE FROM parts WHERE session_id = ?`,
 		`DELETE FROM messages WHERE session_id = ?`,
 		`DELETE FROM runs WHERE session_id = ?`,

@@ -51,6 +51,7 @@ func Exercise(t *testing.T, open Opener) {
 		"GrantedRulesKept":      testGranted,
 		"EventsBoundedByBytes":  testEventsByBytes,
 		"Todos":                 testTodos,
+		"RevertJournal":         testRevertJournal,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
