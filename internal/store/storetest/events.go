@@ -67,7 +67,21 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 	one, _ := s.Events(ctx(t), store.EventQuery{After: before, SessionID: "ses_1"})
 	if len(one) != 20 {
-		t.Errorf("session filter: %d events, want 20", len(one))
+		t.Fatalf("session filter: %d events, want 20", len(one))
+	}
+	// A cursor that is one of the session's own events (a client resuming
+	// that session's stream from the last event it got): the rest, without
+	// that event again.
+	for _, limit := range []int{0, 3} {
+		rest, err := s.Events(ctx(t), store.EventQuery{After: one[4].Seq, SessionID: "ses_1", Limit: limit})
+		want := 15
+		if limit > 0 {
+			want = limit
+		}
+		if err != nil || len(rest) != want || rest[0].Seq != one[5].Seq {
+			t.Errorf("session filter after its own event %d (limit %d): %d events from %v, want %d from %d (%v)",
+				one[4].Seq, limit, len(rest), seqsOf(rest), want, one[5].Seq, err)
+		}
 	}
 	page, _ := s.Events(ctx(t), store.EventQuery{After: evs[10].Seq, Limit: 5})
 	if len(page) != 5 || page[0].Seq != evs[11].Seq {
@@ -206,4 +220,12 @@ func testEventsByBytes(t *testing.T, s store.Store, _ func() store.Store) {
 	if len(evs) != 1 {
 		t.Errorf("a bound below one event: %d events, want 1", len(evs))
 	}
+}
+
+func seqsOf(evs []core.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Seq
+	}
+	return out
 }
