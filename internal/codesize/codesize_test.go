@@ -6,6 +6,7 @@ package codesize
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -43,7 +44,11 @@ func TestSizes(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
 		if err != nil {
 			return err
 		}
@@ -57,7 +62,7 @@ func TestSizes(t *testing.T) {
 			}
 			problems = append(problems, key+": "+msg)
 		}
-		if n := fset.Position(f.End()).Line; n > maxFileLines {
+		if n := lineCount(src); n > maxFileLines {
 			check(rel, fmt.Sprintf("%d lines (limit %d)", n, maxFileLines))
 		}
 		for _, decl := range f.Decls {
@@ -86,6 +91,45 @@ func TestSizes(t *testing.T) {
 	for key := range allowed {
 		if !used[key] {
 			t.Errorf("allow.txt names %s, which is within the limits now: remove it", key)
+		}
+	}
+}
+
+// lineCount is how many lines a file has, counted in its bytes: the
+// comments and blank lines after its last declaration count too (the
+// syntax tree's end is that declaration's).
+func lineCount(src []byte) int {
+	n := bytes.Count(src, []byte("\n"))
+	if len(src) > 0 && src[len(src)-1] != '\n' {
+		n++ // a last line without its newline
+	}
+	return n
+}
+
+// TestLineCountCountsTheTail: a file whose lines past the limit are
+// comments, or blank, or lack a final newline, is over the limit.
+func TestLineCountCountsTheTail(t *testing.T) {
+	var code strings.Builder
+	code.WriteString("package p\n\n")
+	for i := 3; i <= maxFileLines; i++ {
+		fmt.Fprintf(&code, "var v%d = %d\n", i, i)
+	}
+	for _, c := range []struct {
+		tail string
+		want int
+	}{
+		{"", maxFileLines},
+		{"// a comment past the last declaration\n", maxFileLines + 1},
+		{"/*\nmore\n*/\n", maxFileLines + 3},
+		{"\n\n", maxFileLines + 2},
+		{"// no final newline", maxFileLines + 1},
+	} {
+		src := []byte(code.String() + c.tail)
+		if _, err := parser.ParseFile(token.NewFileSet(), "p.go", src, parser.ParseComments); err != nil {
+			t.Fatal(err)
+		}
+		if n := lineCount(src); n != c.want {
+			t.Errorf("tail %q: %d lines, want %d", c.tail, n, c.want)
 		}
 	}
 }

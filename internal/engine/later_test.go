@@ -45,10 +45,14 @@ func TestWritesQueuedDuringCommitLandAfterIt(t *testing.T) {
 	defer r.closeLater()
 	var mu sync.Mutex
 	var landed []string
+	bLanded := make(chan struct{})
 	land := func(what string) {
 		mu.Lock()
 		defer mu.Unlock()
 		landed = append(landed, what)
+		if what == "b" {
+			close(bLanded)
+		}
 	}
 	got := func() []string {
 		mu.Lock()
@@ -71,7 +75,26 @@ func TestWritesQueuedDuringCommitLandAfterIt(t *testing.T) {
 		close(g.release)
 		t.Fatal("queueing a write waited for the commit in flight")
 	}
-	time.Sleep(3 * interval) // the timer fires while the commit waits
+	// The timer fires while the commit waits (it was armed for "a")...
+	for deadline := time.Now().Add(5 * time.Second); timerArmed(r); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(g.release)
+			t.Fatal("the flush timer never fired")
+		}
+	}
+	// ... and its flush returns at once, queueing nothing: the same call,
+	// made here so that its return is seen.
+	flushed := make(chan struct{})
+	go func() {
+		r.flushLater()
+		close(flushed)
+	}()
+	select {
+	case <-flushed:
+	case <-time.After(5 * time.Second):
+		close(g.release)
+		t.Fatal("the timer's flush waited for the commit in flight")
+	}
 	if len(g.entered) != 0 {
 		t.Error("the timer's flush queued a second transaction behind the runner's")
 	}
@@ -83,12 +106,21 @@ func TestWritesQueuedDuringCommitLandAfterIt(t *testing.T) {
 	if d := cmp.Diff([]string{"a", "tx"}, got()); d != "" {
 		t.Fatalf("the commit carried (-want +got):\n%s", d)
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(got()) < 3 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-bLanded:
+	case <-time.After(5 * time.Second):
 	}
 	if d := cmp.Diff([]string{"a", "tx", "b"}, got()); d != "" {
 		t.Errorf("after the commit (-want +got):\n%s", d)
 	}
+}
+
+// timerArmed reports whether the runner's flush timer is armed (and has
+// not fired).
+func timerArmed(r *runner) bool {
+	r.pending.mu.Lock()
+	defer r.pending.mu.Unlock()
+	return r.pending.timer != nil
 }
 
 // TestFlushIntervalStretchesWithTheWriteQueue: intermediate writes wait

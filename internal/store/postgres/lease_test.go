@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -42,6 +43,52 @@ func seedRun(t *testing.T, s store.Store, state core.RunState) core.Run {
 		t.Fatal(err)
 	}
 	return run
+}
+
+// leaseClock reads a run's lease expiry and the database's clock, both in
+// epoch milliseconds: leases expire by the database's clock, not the
+// test's.
+type leaseClock struct{ db *sql.DB }
+
+func newLeaseClock(t *testing.T, url string) leaseClock {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return leaseClock{db}
+}
+
+func (c leaseClock) read(t *testing.T, runID string) (expires, now int64) {
+	t.Helper()
+	err := c.db.QueryRowContext(t.Context(), `SELECT lease_expires_ms, (extract(epoch from clock_timestamp()) * 1000)::bigint
+		FROM runs WHERE id = $1`, runID).Scan(&expires, &now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return expires, now
+}
+
+// waitUntil polls the database's clock until it is past ms.
+func (c leaseClock) waitUntil(t *testing.T, runID string, ms int64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, now := c.read(t, runID); now > ms {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the database's clock never passed %d", ms)
+		}
+	}
+}
+
+// waitExpired waits until the run's lease has expired on the database's
+// clock.
+func (c leaseClock) waitExpired(t *testing.T, runID string) {
+	t.Helper()
+	exp, _ := c.read(t, runID)
+	c.waitUntil(t, runID, exp)
 }
 
 // TestMigrateTogether: nodes starting at the same moment on an empty schema
@@ -125,7 +172,7 @@ func TestFencing(t *testing.T) {
 	if err := write(a, &la, 1); err != nil {
 		t.Fatalf("owner's write: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond) // the lease's TTL, on the database's clock
+	newLeaseClock(t, url).waitExpired(t, run.ID)
 	// Expired and unclaimed: the old owner already writes nothing.
 	if err := write(a, &la, 2); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("write under an expired lease: %v", err)
@@ -157,6 +204,53 @@ func TestFencing(t *testing.T) {
 	}
 }
 
+// TestFencingByEpoch: the epoch fences writes, not only the owner's name:
+// a node restarted under the same name claims the run again once its
+// lease expired, and a transaction still in flight under the old lease
+// (same owner, older epoch) is refused and writes nothing.
+func TestFencingByEpoch(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Schema(t)
+	old := openNode(t, url, "a")
+	run := seedRun(t, old, core.RunRunning)
+	c1, ok, err := old.Claim(t.Context(), run.ID, 200*time.Millisecond)
+	if err != nil || !ok || c1.Lease.Epoch != 1 {
+		t.Fatalf("claim = %+v %v %v", c1, ok, err)
+	}
+	newLeaseClock(t, url).waitExpired(t, run.ID)
+	restarted := openNode(t, url, "a")
+	c2, ok, err := restarted.Claim(t.Context(), run.ID, time.Minute)
+	if err != nil || !ok || c2.Lease.Epoch != 2 || c2.Lease.Owner != c1.Lease.Owner || c2.Prior != store.PriorExpired {
+		t.Fatalf("claim by the restarted node = %+v %v %v", c2, ok, err)
+	}
+	write := func(s store.Store, l *store.Lease, steps int) error {
+		return s.Tx(store.WithLease(t.Context(), l), func(tx store.Tx) error {
+			r, err := tx.Run(t.Context(), run.ID)
+			if err != nil {
+				return err
+			}
+			r.Steps = steps
+			return tx.UpdateRun(t.Context(), r)
+		})
+	}
+	for _, s := range []*postgres.Store{old, restarted} {
+		if err := write(s, &c1.Lease, 1); !errors.Is(err, store.ErrFenced) {
+			t.Errorf("a write under epoch 1 while epoch 2 holds the run: %v", err)
+		}
+	}
+	if err := write(restarted, &c2.Lease, 2); err != nil {
+		t.Fatalf("a write under the current epoch: %v", err)
+	}
+	if got, _ := restarted.Run(t.Context(), run.ID); got.Steps != 2 {
+		t.Errorf("steps = %d, want 2 (the stale epoch's write refused)", got.Steps)
+	}
+	// A renewal of the stale lease reports it lost.
+	r, err := restarted.Renew(t.Context(), []store.Lease{c1.Lease}, time.Minute)
+	if err != nil || len(r.Lost) != 1 || r.Lost[0] != run.ID {
+		t.Errorf("renewal under epoch 1 = %+v, %v; want it lost", r, err)
+	}
+}
+
 // TestRenewReleaseAbort: renewal keeps a lease alive past its TTL and
 // carries abort requests; release lets another node claim at once and
 // tells it the run was stopped cleanly; the abort request reaches the
@@ -168,14 +262,27 @@ func TestRenewReleaseAbort(t *testing.T) {
 	aborts := make(chan string, 4)
 	a.OnAbort(func(runID string, reason core.EndReason) { aborts <- runID + " " + string(reason) })
 	run := seedRun(t, a, core.RunRunning)
-	c, ok, err := a.Claim(t.Context(), run.ID, 300*time.Millisecond)
+	const ttl = 300 * time.Millisecond
+	c, ok, err := a.Claim(t.Context(), run.ID, ttl)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	for range 4 {
-		time.Sleep(100 * time.Millisecond)
-		if r, err := a.Renew(t.Context(), []store.Lease{c.Lease}, 300*time.Millisecond); err != nil || len(r.Lost) > 0 {
-			t.Fatalf("renew: %+v %v", r, err)
+	// Renewed whenever less than half the TTL is left, the lease lives
+	// until the database's clock is well past the claim's expiry.
+	clock := newLeaseClock(t, url)
+	first, _ := clock.read(t, run.ID)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		exp, now := clock.read(t, run.ID)
+		if now > first+ttl.Milliseconds() {
+			break
+		}
+		if exp-now < ttl.Milliseconds()/2 {
+			if r, err := a.Renew(t.Context(), []store.Lease{c.Lease}, ttl); err != nil || len(r.Lost) > 0 {
+				t.Fatalf("renew: %+v %v", r, err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the database's clock never passed the claim's expiry")
 		}
 	}
 	if _, ok, _ := b.Claim(t.Context(), run.ID, time.Second); ok {

@@ -92,11 +92,13 @@ func TestCancelledCallerSparesTheBatch(t *testing.T) {
 	}()
 	sess := storetest.NewSession("/other", time.Now().UnixMilli())
 	other := make(chan error, 1)
-	time.Sleep(20 * time.Millisecond) // both queued behind the held batch
+	// The slow caller queues first, then the other: both wait for the
+	// committer, which takes them in one batch once the held one ends.
+	waitQueued(t, s, 1)
 	go func() {
 		other <- s.Tx(t.Context(), func(tx store.Tx) error { return tx.InsertSession(t.Context(), sess) })
 	}()
-	time.Sleep(20 * time.Millisecond)
+	waitQueued(t, s, 2)
 	close(hold)
 	if err := <-slow; !errors.Is(err, context.Canceled) {
 		t.Errorf("the cancelled caller: %v, want context.Canceled", err)
@@ -110,6 +112,16 @@ func TestCancelledCallerSparesTheBatch(t *testing.T) {
 	all, _ := s.Sessions(t.Context(), store.SessionQuery{})
 	if len(all) != 1 {
 		t.Errorf("%d sessions, want only the other caller's", len(all))
+	}
+}
+
+// waitQueued waits until n transactions wait for the committer.
+func waitQueued(t *testing.T, s *sqlite.Store, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.Waiting() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d transactions queued, want %d", s.Waiting(), n)
+		}
 	}
 }
 

@@ -67,8 +67,9 @@ func testEventsOrdered(t *testing.T, s store.Store, _ func() store.Store) {
 	}
 	one, _ := s.Events(ctx(t), store.EventQuery{After: before, SessionID: "ses_1"})
 	if len(one) != 20 {
-		t.Errorf("session filter: %d events, want 20", len(one))
+		t.Fatalf("session filter: %d events, want 20", len(one))
 	}
+	eventsAfterOwnEvent(t, s, "ses_1", one)
 	page, _ := s.Events(ctx(t), store.EventQuery{After: evs[10].Seq, Limit: 5})
 	if len(page) != 5 || page[0].Seq != evs[11].Seq {
 		t.Errorf("paging after %d wrong", evs[10].Seq)
@@ -206,4 +207,30 @@ func testEventsByBytes(t *testing.T, s store.Store, _ func() store.Store) {
 	if len(evs) != 1 {
 		t.Errorf("a bound below one event: %d events, want 1", len(evs))
 	}
+}
+
+// eventsAfterOwnEvent: a cursor that is one of the session's own events
+// (a client resuming that session's stream from the last event it got)
+// gives the rest of the session's events, without that one again.
+func eventsAfterOwnEvent(t *testing.T, s store.Store, sessionID string, own []core.Event) {
+	t.Helper()
+	for _, limit := range []int{0, 3} {
+		rest, err := s.Events(ctx(t), store.EventQuery{After: own[4].Seq, SessionID: sessionID, Limit: limit})
+		want := len(own) - 5
+		if limit > 0 {
+			want = limit
+		}
+		if err != nil || len(rest) != want || rest[0].Seq != own[5].Seq {
+			t.Errorf("session filter after its own event %d (limit %d): %d events from %v, want %d from %d (%v)",
+				own[4].Seq, limit, len(rest), seqsOf(rest), want, own[5].Seq, err)
+		}
+	}
+}
+
+func seqsOf(evs []core.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Seq
+	}
+	return out
 }

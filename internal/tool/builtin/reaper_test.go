@@ -3,6 +3,7 @@ package builtin
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,21 +19,24 @@ import (
 // the database lock, starts the reaper and a tool that escaped its group,
 // says so, and waits to be killed.
 func TestReaperHelper(t *testing.T) {
-	db := os.Getenv("REAPER_HELPER_DB")
-	if db == "" {
+	db, scope := os.Getenv("REAPER_HELPER_DB"), os.Getenv("REAPER_HELPER_SCOPE")
+	if db == "" || scope == "" {
 		return // only as the helper process
 	}
 	lock, err := lockfile.Acquire(db)
 	if err != nil {
 		os.Exit(3)
 	}
-	if _, err := StartReaper("reaper-scope", lock.File()); err != nil {
+	if _, err := StartReaper(scope, lock.File()); err != nil {
 		os.Exit(4)
 	}
-	box := contain("reaper-scope", "c1")
+	box := contain(scope, "c1")
 	cmd := exec.Command("bash", "-c", "setsid sleep 600 >/dev/null 2>&1 < /dev/null & echo started")
 	cmd.Env, cmd.SysProcAttr = box.env(nil), box.attr()
-	out, _ := cmd.Output()
+	out, err := cmd.Output()
+	if err != nil {
+		os.Exit(5) // the test reads no "started" line, and says so
+	}
 	os.Stdout.Write(out)
 	time.Sleep(10 * time.Minute)
 }
@@ -44,26 +48,34 @@ func TestReaperHelper(t *testing.T) {
 func TestReaperOutlivesServer(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "agentd.db")
+	// A scope of its own: the reaper of another run of this test on the
+	// machine sweeps its own scope, not this one's.
+	scope := fmt.Sprintf("reaper-scope-%d", time.Now().UnixNano())
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReaperHelper$")
-	cmd.Env = append(os.Environ(), "REAPER_HELPER_DB="+db)
+	cmd.Env = append(os.Environ(), "REAPER_HELPER_DB="+db, "REAPER_HELPER_SCOPE="+scope)
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A failure below leaves no helper waiting ten minutes.
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || !strings.Contains(line, "started") {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatalf("helper: %q %v", line, err)
 	}
-	if n := marked("reaper-scope/c1"); n != 1 {
+	if n := marked(scope + "/c1"); n != 1 {
 		t.Fatalf("%d escaped tool processes before the kill, want 1", n)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	for marked("reaper-scope/c1") != 0 {
+	for marked(scope+"/c1") != 0 {
 		if ctx.Err() != nil {
 			t.Fatal("the escaped tool outlived the server")
 		}
@@ -81,7 +93,7 @@ func TestReaperOutlivesServer(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if root := cgroupRoot(); root != "" {
-		if _, err := os.Stat(filepath.Join(root, "reaper-scope")); err == nil {
+		if _, err := os.Stat(filepath.Join(root, scope)); err == nil {
 			t.Error("the scope's cgroup directory was left behind")
 		}
 	}
