@@ -26,15 +26,15 @@ func TestSiblingPrefixIsOutside(t *testing.T) {
 	os.WriteFile(filepath.Join(evil, "secret.txt"), []byte("secret\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "inside.txt"), []byte("inside\n"), 0o644)
 	for _, p := range []string{evil + "/secret.txt", "../ws-evil/secret.txt", evil, "../ws-evil", ws + "-evil"} {
-		if c, err := Read(ws, p); !errors.Is(err, ErrOutside) {
+		if c, err := Read(ws, p, nil); !errors.Is(err, ErrOutside) {
 			t.Errorf("Read(%q) from %s = %q, %v; want ErrOutside", p, ws, c.Content, err)
 		}
-		if nodes, err := List(ws, p); !errors.Is(err, ErrOutside) {
+		if nodes, err := List(ws, p, nil); !errors.Is(err, ErrOutside) {
 			t.Errorf("List(%q) from %s = %v, %v; want ErrOutside", p, ws, nodes, err)
 		}
 	}
 	for _, p := range []string{ws + "/inside.txt", "inside.txt", "./inside.txt"} {
-		if c, err := Read(ws, p); err != nil || c.Content != "inside" {
+		if c, err := Read(ws, p, nil); err != nil || c.Content != "inside" {
 			t.Errorf("Read(%q) = %q, %v", p, c.Content, err)
 		}
 	}

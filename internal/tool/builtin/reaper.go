@@ -34,7 +34,13 @@ for e in $(grep -l -s -a -z "^AGENTD_TOOL=$1/" /proc/[0-9]*/environ); do
 done
 if [ -n "$2" ] && [ -d "$2" ]; then
 	for g in "$2"/*/; do [ -f "$g/cgroup.kill" ] && echo 1 >"$g/cgroup.kill" 2>/dev/null; done
-	for g in "$2"/*/; do [ -d "$g" ] && rmdir "$g" 2>/dev/null; done
+	for g in "$2"/*/; do
+		# A killed group is removable only once the kernel has reaped its
+		# processes: wait (at most ~5 s) for it to say it is empty.
+		n=0
+		while [ $n -lt 500 ] && grep -qs '^populated 1' "$g/cgroup.events"; do sleep 0.01; n=$((n+1)); done
+		[ -d "$g" ] && rmdir "$g" 2>/dev/null
+	done
 	rmdir "$2" 2>/dev/null
 fi
 exit 0
