@@ -208,6 +208,22 @@ type Settings struct {
 	// see although agentd keeps them from tools: the providers' keys, the
 	// server's password, what the configuration read with {env:…}.
 	ToolEnv []string `json:"toolEnv"`
+	// Sandbox confines the commands run for the model (see
+	// internal/sandbox). Only the operator's files set it: a project's
+	// agentd.json, which the model can write, cannot.
+	Sandbox *Sandbox `json:"sandbox"`
+}
+
+// Sandbox is agentd.sandbox. Mode is "auto" (the default: Landlock where
+// the kernel has it, a warning where not), "required" (no start without
+// it) or "off"; Network false denies commands TCP; Writable and Hidden
+// are absolute paths (or from ~/) every command may change, or may not
+// read.
+type Sandbox struct {
+	Mode     string   `json:"mode"`
+	Network  *bool    `json:"network"`
+	Writable []string `json:"writable"`
+	Hidden   []string `json:"hidden"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
@@ -310,8 +326,10 @@ func Paths(workspace, explicit string) []string {
 // Loaded is a merged configuration and where it came from.
 type Loaded struct {
 	File File
-	// Used lists the files read, lowest precedence first.
-	Used []string
+	// Used lists the files read, lowest precedence first, and Files what
+	// each of them held.
+	Used  []string
+	Files []File
 	// Warnings name the opencode keys the files set that agentd does not
 	// use.
 	Warnings []Problem
@@ -354,6 +372,7 @@ func Load(paths []string, explicit string) (Loaded, error) {
 		}
 		out.File = merge(out.File, f)
 		out.Used = append(out.Used, p)
+		out.Files = append(out.Files, f)
 	}
 	if len(problems) > 0 {
 		return out, &Error{Problems: problems}
@@ -429,6 +448,9 @@ func merge(a, b File) File {
 	}
 	if b.Agentd.Events != nil {
 		a.Agentd.Events = b.Agentd.Events
+	}
+	if b.Agentd.Sandbox != nil {
+		a.Agentd.Sandbox = b.Agentd.Sandbox
 	}
 	return a
 }

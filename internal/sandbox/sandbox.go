@@ -75,8 +75,8 @@ type Spec struct {
 	// Readable are places it may read although they lie in a hidden one
 	// (the session's saved tool output).
 	Readable []string
-	// ReadOnly commands change nothing: no grant is made for Dir or
-	// Writable and they get no temporary directory.
+	// ReadOnly commands change nothing: Dir is only read, Writable is
+	// not granted, and they get no temporary directory.
 	ReadOnly bool
 }
 

@@ -102,7 +102,9 @@ func (s *Sandbox) ruleset(spec Spec, tmp string) (*os.File, error) {
 		}
 	}
 	grant(spec.Readable, readRights)
-	if !spec.ReadOnly {
+	if spec.ReadOnly {
+		grant([]string{spec.Dir}, readRights)
+	} else {
 		grant([]string{spec.Dir, tmp}, writeRights)
 		grant(spec.Writable, writeRights)
 		grant(s.writable, writeRights)
