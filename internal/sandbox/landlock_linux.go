@@ -128,17 +128,5 @@ func addRule(ruleset *os.File, fd int, access uint64) error {
 	return nil
 }
 
-// restrictSelf confines the calling thread to the ruleset open as fd, for
-// good: what it executes next inherits the domain.
-func restrictSelf(fd int) error {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(fd), 0, 0); e != 0 {
-		return fmt.Errorf("landlock_restrict_self: %w", e)
-	}
-	return nil
-}
-
 // errNoLandlock is the error of a kernel without Landlock.
 var errNoLandlock = errors.New("the kernel has no Landlock (Linux 5.13 or later, with landlock among the LSMs)")

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentd/agentd/internal/sandbox/trampoline"
 	"github.com/agentd/agentd/internal/testenv"
 )
 
@@ -222,7 +223,7 @@ func TestCapabilitiesDropped(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}
-		for _, c := range append([]int{13}, dangerous...) { // 13: CAP_NET_RAW
+		for _, c := range append([]int{13}, trampoline.Dangerous...) { // 13: CAP_NET_RAW
 			if set&(1<<c) != 0 {
 				t.Errorf("%s holds capability %d", name, c)
 			}
@@ -358,7 +359,7 @@ func TestTrampolineFailsClosed(t *testing.T) {
 	need(t, 1)
 	t.Parallel()
 	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{trampolineName, "99", "-", "/bin/sh", "sh", "-c", "echo RAN"}
+	cmd.Args = []string{trampoline.Name, "99", "-", "/bin/sh", "sh", "-c", "echo RAN"}
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 126 || strings.Contains(string(out), "RAN") ||

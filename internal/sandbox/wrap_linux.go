@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/sandbox/trampoline"
 )
 
 // devices are the device files commands write: they may be written and
@@ -65,7 +67,7 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, spec Spec) (release func(), err error) {
 	}
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, rs)
-	cmd.Args = append([]string{trampolineName, strconv.Itoa(fd), flags, cmd.Path}, cmd.Args...)
+	cmd.Args = append([]string{trampoline.Name, strconv.Itoa(fd), flags, cmd.Path}, cmd.Args...)
 	cmd.Path = "/proc/self/exe"
 	return func() {
 		rs.Close()
