@@ -3,6 +3,7 @@ package app_test
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -154,4 +155,33 @@ func writeConfig(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestSandboxSaidAtStart: the start-up log says what confines commands,
+// and says it loudly when nothing does.
+func TestSandboxSaidAtStart(t *testing.T) {
+	t.Parallel()
+	want := "sandbox: landlock ABI "
+	if sandbox.ABI() == 0 {
+		want = "sandbox: UNAVAILABLE, commands run for the model are NOT confined"
+	}
+	for _, c := range []struct {
+		mode sandbox.Mode
+		log  string
+	}{{"", want}, {sandbox.ModeOff, "sandbox: off (agentd.sandbox.mode)"}} {
+		var logs syncBuffer
+		n := startNode(t, func(cfg *app.Config) {
+			cfg.Sandbox.Mode = c.mode
+			cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		})
+		n.stop()
+		said := false
+		for _, l := range logs.lines() {
+			msg, _ := l["msg"].(string)
+			said = said || strings.HasPrefix(msg, c.log)
+		}
+		if !said {
+			t.Errorf("mode %q: no log line starts with %q", c.mode, c.log)
+		}
+	}
 }
