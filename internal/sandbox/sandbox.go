@@ -152,14 +152,6 @@ func (s *Sandbox) Missing() []string {
 	return m
 }
 
-// Hidden returns the hidden paths, resolved.
-func (s *Sandbox) Hidden() []string {
-	if s == nil {
-		return nil
-	}
-	return append([]string(nil), s.hidden...)
-}
-
 // Overlaps describes how the hidden paths meet a workspace dir, for a
 // warning at start: a hidden path inside it takes from the directories on
 // the way to it the right to gain or lose entries; a workspace inside a
