@@ -30,6 +30,7 @@ import (
 	"github.com/agentd/agentd/internal/lockfile"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
@@ -105,6 +106,11 @@ type Config struct {
 	// Engine.Snapshots is nil; an empty Dir is beside a SQLite database,
 	// or under the user's data directory for PostgreSQL (snapshotDir).
 	Snapshot snapshot.Options
+	// Sandbox confines the commands run for the model (the zero value:
+	// Landlock where the kernel has it); ConfigFiles are the configuration
+	// files read, which it hides from them (see startSandbox).
+	Sandbox     sandbox.Config
+	ConfigFiles []string
 }
 
 // App is a running agentd node.
@@ -206,6 +212,13 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		}
 		cfg.Engine.Snapshots = snapshot.New(o)
 	}
+	sb, sandboxed, err := startSandbox(cfg)
+	if err != nil {
+		st.Close()
+		lock.Release()
+		return nil, err
+	}
+	cfg.Engine.Sandbox = sb
 	// Tool processes a previous process on this database (and, for a
 	// shared database, this address) left behind (it was killed) are ended
 	// before its runs are recovered.
@@ -254,7 +267,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
-		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases},
+		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
 		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost,
 	})

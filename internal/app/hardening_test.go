@@ -264,6 +264,12 @@ func TestAbortWhateverTheTool(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.waitToolRunning(sid)
+		if strings.Contains(prompt, "escaped.pid") {
+			// The escaped child is the one to outlive the abort: abort
+			// once it runs (a confined command starts through the
+			// sandbox's trampoline, this test binary under -race: slow).
+			waitFile(t, filepath.Join(n.cfg.Directory, "escaped.pid"))
+		}
 		time.Sleep(200 * time.Millisecond)
 		start := time.Now()
 		if ok, err := n.c.Abort(t.Context(), sid); err != nil || !ok {
@@ -290,6 +296,21 @@ func TestAbortWhateverTheTool(t *testing.T) {
 	n.stop()
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("shutdown took %v with a stuck tool", d)
+	}
+}
+
+// waitFile waits until the file at p holds something.
+func waitFile(t *testing.T, p string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", p)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -216,6 +216,10 @@ type Settings struct {
 	ProjectCommandAgents []string `json:"projectCommandAgents"`
 	// Snapshot places the snapshot stores.
 	Snapshot *SnapshotSettings `json:"snapshot"`
+	// Sandbox confines the commands run for the model (see
+	// internal/sandbox). Only the operator's files set it: a project's
+	// agentd.json, which the model can write, cannot.
+	Sandbox *Sandbox `json:"sandbox"`
 }
 
 // SnapshotSettings place the snapshot stores: Dir (an absolute path) is
@@ -225,6 +229,18 @@ type Settings struct {
 // machines that serve one workspace name a folder they share.
 type SnapshotSettings struct {
 	Dir string `json:"dir"`
+}
+
+// Sandbox is agentd.sandbox. Mode is "auto" (the default: Landlock where
+// the kernel has it, a warning where not), "required" (no start without
+// it) or "off"; Network false denies commands TCP; Writable and Hidden
+// are absolute paths (or from ~/) every command may change, or may not
+// read.
+type Sandbox struct {
+	Mode     string   `json:"mode"`
+	Network  *bool    `json:"network"`
+	Writable []string `json:"writable"`
+	Hidden   []string `json:"hidden"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
@@ -327,8 +343,10 @@ func Paths(workspace, explicit string) []string {
 // Loaded is a merged configuration and where it came from.
 type Loaded struct {
 	File File
-	// Used lists the files read, lowest precedence first.
-	Used []string
+	// Used lists the files read, lowest precedence first, and Files what
+	// each of them held.
+	Used  []string
+	Files []File
 	// Warnings name the opencode keys the files set that agentd does not
 	// use.
 	Warnings []Problem
@@ -371,6 +389,7 @@ func Load(paths []string, explicit string) (Loaded, error) {
 		}
 		out.File = merge(out.File, f)
 		out.Used = append(out.Used, p)
+		out.Files = append(out.Files, f)
 	}
 	if len(problems) > 0 {
 		return out, &Error{Problems: problems}
@@ -452,6 +471,9 @@ func merge(a, b File) File {
 	}
 	if b.Agentd.Snapshot != nil {
 		a.Agentd.Snapshot = b.Agentd.Snapshot
+	}
+	if b.Agentd.Sandbox != nil {
+		a.Agentd.Sandbox = b.Agentd.Sandbox
 	}
 	return a
 }

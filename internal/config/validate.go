@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,18 @@ func (f File) Validate() error {
 		}
 		if err := positiveDuration("agentd.events.maxAge", e.MaxAge); err != nil {
 			return err
+		}
+	}
+	if sb := a.Sandbox; sb != nil {
+		switch sb.Mode {
+		case "", "auto", "required", "off":
+		default:
+			return fmt.Errorf("agentd.sandbox.mode %q: want auto, required or off", sb.Mode)
+		}
+		for _, p := range append(append([]string{}, sb.Writable...), sb.Hidden...) {
+			if !strings.HasPrefix(p, "/") && p != "~" && !strings.HasPrefix(p, "~/") {
+				return fmt.Errorf("agentd.sandbox: %q: want an absolute path, or one from ~/", p)
+			}
 		}
 	}
 	for name, ag := range f.Agent {

@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
@@ -78,6 +79,8 @@ type Config struct {
 	// ToolEnv is the environment of tool processes (nil: the server's
 	// variables tool.Base allows).
 	ToolEnv *tool.Env
+	// Sandbox confines tool processes (nil: unconfined).
+	Sandbox *sandbox.Sandbox
 	// Snapshots records the workspace at each step (nil: not at all).
 	Snapshots *snapshot.Store
 	// Questions offers the question tool (the model asks the user); off

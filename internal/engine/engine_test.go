@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/scripted"
+	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/store/storetest"
@@ -52,6 +53,11 @@ func startEngine(t *testing.T, path, dir string, set func(*engine.Config)) *node
 		Permission: []core.Rule{{Permission: "bash", Pattern: "echo *", Action: core.ActionAllow}},
 	}
 	cfg.Retry = engine.RetryPolicy{MaxAttempts: 3, Base: time.Millisecond, Cap: 2 * time.Millisecond}
+	// Tools run confined as a server's do, where the kernel can.
+	cfg.Sandbox, err = sandbox.New(sandbox.Config{Hidden: []string{filepath.Dir(path)}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if set != nil {
 		set(&cfg)
 	}

@@ -65,7 +65,7 @@ func (r *runner) shellRun(ctx context.Context) (outcome, bool) {
 		return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, "no bash tool")}, true
 	}
 	call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: sess.ID, MessageID: p.MessageID, CallID: p.CallID,
-		Directory: sess.Directory, Input: input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, sess.ID)}, Env: e.cfg.ToolEnv}
+		Directory: sess.Directory, Input: input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, sess.ID)}, Env: e.cfg.ToolEnv, Sandbox: e.cfg.Sandbox}
 	refused := r.denied(t, call)
 	// Recorded as running before it executes: a crash never runs it twice.
 	if err := r.putPart(ctx, *p); err != nil {

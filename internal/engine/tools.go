@@ -52,7 +52,7 @@ func (r *runner) runCall(ctx context.Context, sess core.Session, p *core.Part, r
 	t, ok := e.tool(p.Tool)
 	ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
 	call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID,
-		Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, p.SessionID)}, Env: e.cfg.ToolEnv,
+		Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, p.SessionID)}, Env: e.cfg.ToolEnv, Sandbox: e.cfg.Sandbox,
 		Todos: func(ctx context.Context) ([]core.Todo, error) { return e.st.Todos(ctx, sess.ID) }}
 	var refused *tool.Result
 	if !ok {

@@ -19,6 +19,9 @@ type nodeJSON struct {
 	Database string `json:"database"`
 	Leases   int    `json:"leases"`
 	Version  string `json:"version"`
+	// Sandbox says what confines the commands run for the model, as the
+	// start-up log does.
+	Sandbox string `json:"sandbox"`
 }
 
 // configProvidersJSON is GET /config/providers' answer.

@@ -31,7 +31,8 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request) *apiError {
 	if s.cfg.Node.Leases != nil {
 		leases = s.cfg.Node.Leases()
 	}
-	writeJSON(w, http.StatusOK, nodeJSON{Node: s.cfg.Node.ID, Database: s.cfg.Node.Database, Leases: leases, Version: s.cfg.Version})
+	writeJSON(w, http.StatusOK, nodeJSON{Node: s.cfg.Node.ID, Database: s.cfg.Node.Database, Leases: leases, Version: s.cfg.Version,
+		Sandbox: s.cfg.Node.Sandbox})
 	return nil
 }
 

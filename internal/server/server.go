@@ -66,11 +66,14 @@ type Config struct {
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind
-// ("sqlite" or "postgres") and a count of the run leases it holds.
+// ("sqlite" or "postgres"), a count of the run leases it holds and its
+// sandbox.
 type NodeInfo struct {
 	ID       string
 	Database string
 	Leases   func() int
+	// Sandbox says what confines the commands run for the model.
+	Sandbox string
 }
 
 // Server serves the API.
@@ -192,7 +195,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/api/command", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/api/skill", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
-		{"GET", "/node", "This node: its id, database kind and the run leases it holds.", true, s.node},
+		{"GET", "/node", "This node: its id, database kind, the run leases it holds and what confines the commands run for the model.", true, s.node},
 		{"GET", "/metrics", "Metrics in Prometheus text format: runs, model and tool calls, tokens, events, the store, the process.", true, s.metrics},
 	}
 	s.mux = http.NewServeMux()

@@ -113,6 +113,15 @@ func New(o Options) *Store {
 // Enabled reports whether snapshots can be taken.
 func (s *Store) Enabled() bool { return s != nil && s.on }
 
+// Root returns the folder that holds every workspace's store ("" for a
+// nil Store).
+func (s *Store) Root() string {
+	if s == nil {
+		return ""
+	}
+	return s.o.Dir
+}
+
 // Dir returns the git directory that holds the snapshots of the
 // workspace dir.
 func (s *Store) Dir(dir string) string {

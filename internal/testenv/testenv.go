@@ -40,8 +40,18 @@ var (
 	Tools = Need{"curl and jq", "install curl and jq", func() bool { return lookPath("curl") && lookPath("jq") }}
 )
 
+// Landlock is the kernel's Landlock at ABI version abi or later: the
+// sandbox's file rules need 1 (Linux 5.13), its network rules 4 (6.7),
+// its signal and socket scopes 6 (6.12).
+func Landlock(abi int) Need {
+	kernel := map[int]string{1: "5.13", 2: "5.19", 3: "6.2", 4: "6.7", 5: "6.10", 6: "6.12", 7: "6.15"}[abi]
+	return Need{fmt.Sprintf("Landlock ABI %d", abi),
+		fmt.Sprintf("run on Linux %s or later with landlock among the LSMs (lsm=…,landlock)", kernel),
+		func() bool { return landlockABI() >= abi }}
+}
+
 // all lists the needs the summary line names.
-var all = []Need{Postgres, Browser, Opencode, Tmux, Tools, Torture}
+var all = []Need{Postgres, Browser, Opencode, Tmux, Tools, Torture, Landlock(6)}
 
 // Skip skips the test for want of n, and names what this machine skips
 // once per go test invocation.

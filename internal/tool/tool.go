@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/permission"
+	"github.com/agentd/agentd/internal/sandbox"
 )
 
 // Call is one invocation of a tool.
@@ -38,6 +39,10 @@ type Call struct {
 	// Env is the environment of processes the call starts (nil: the
 	// server's, less Secrets).
 	Env *Env
+	// Sandbox confines the processes the call starts (nil: they run
+	// unconfined). Every tool that starts a process starts it through
+	// Sandbox.Wrap.
+	Sandbox *sandbox.Sandbox
 	// Progress, when set, takes what a long call has to show while it
 	// runs (bash: its output so far), as the running state's metadata.
 	// Tools call it at most a few times a second.

@@ -1,14 +1,12 @@
 package builtin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -19,7 +17,6 @@ import (
 const (
 	bashDefaultTimeout = 2 * time.Minute
 	bashMaxTimeout     = 10 * time.Minute
-	bashOutputCap      = 10 << 20
 	// killGrace is how long a process group has between SIGTERM and
 	// SIGKILL when it is stopped.
 	killGrace = 200 * time.Millisecond
@@ -40,40 +37,6 @@ func (Bash) Description() string { return describe("bash") }
 // Schema implements tool.Tool.
 func (Bash) Schema() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number","description":"milliseconds"},"workdir":{"type":"string"},"description":{"type":"string"}},"required":["command"]}`)
-}
-
-// capped keeps the first bashOutputCap bytes written to it, and shows
-// the output so far to progress at most every progressEvery.
-type capped struct {
-	mu        sync.Mutex
-	buf       bytes.Buffer
-	truncated bool
-	progress  func(string)
-	shown     time.Time
-}
-
-// Live output: at most this often, and at most the last metadataOutput
-// bytes (as opencode keeps in a bash call's metadata).
-const (
-	progressEvery  = 250 * time.Millisecond
-	metadataOutput = 30_000
-)
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	room := bashOutputCap - c.buf.Len()
-	if len(p) > room {
-		c.buf.Write(p[:max(room, 0)])
-		c.truncated = true
-	} else {
-		c.buf.Write(p)
-	}
-	if c.progress != nil && time.Since(c.shown) >= progressEvery {
-		c.shown = time.Now()
-		c.progress(tail(c.buf.String(), metadataOutput))
-	}
-	return len(p), nil
 }
 
 // tail is the last n bytes of s, cut at a line start when one is near.
@@ -126,11 +89,16 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	// Once the shell has exited, background children that keep its output
 	// open do not hold the call: they are killed below.
 	cmd.WaitDelay = outputGrace
-	out := &capped{}
+	out := newCapped(bashHeadCap, bashTailCap)
 	if call.Progress != nil {
 		out.progress = func(s string) { call.Progress(map[string]any{"output": s, "description": in.Description}) }
 	}
 	cmd.Stdout, cmd.Stderr = out, out
+	release, err := call.Sandbox.Wrap(cmd, confinement(call, false))
+	if err != nil {
+		return tool.Result{}, err
+	}
+	defer release()
 	if err := cmd.Start(); err != nil {
 		return tool.Result{}, fmt.Errorf("start bash: %w", err)
 	}
@@ -138,7 +106,6 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
-	var err error
 	stopped := false
 	select {
 	case err = <-done:
@@ -157,12 +124,9 @@ func (Bash) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 		}
 	}
 
-	text := out.buf.String()
+	text := out.String()
 	// opencode's clients show a bash call's output from its metadata.
-	md := map[string]any{"description": in.Description, "truncated": out.truncated, "output": tail(text, metadataOutput)}
-	if out.truncated {
-		text += fmt.Sprintf("\n… output cut at %d bytes", bashOutputCap)
-	}
+	md := map[string]any{"description": in.Description, "truncated": out.cut() > 0, "output": tail(out.last(metadataOutput+1), metadataOutput)}
 	exit := 0
 	var ee *exec.ExitError
 	switch {

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/tool"
 )
 
@@ -33,4 +36,46 @@ func BenchmarkReadFewLinesOfBigFile(b *testing.B) {
 			b.Fatalf("%v %+v", err, res)
 		}
 	}
+}
+
+// BenchmarkBashCall is what the sandbox costs a bash call (bash -c true,
+// the whole tool: temporary directory, ruleset, trampoline), against the
+// same call unconfined, in the same run. The trampoline starts this test
+// binary, smaller than agentd's: see BenchmarkConfinedTrue in
+// internal/sandbox for agentd's own.
+func BenchmarkBashCall(b *testing.B) {
+	ws, _ := filepath.EvalSymlinks(b.TempDir())
+	in, _ := json.Marshal(map[string]any{"command": "true"})
+	var confined *sandbox.Sandbox
+	if sandbox.ABI() > 0 {
+		confined, _ = sandbox.New(sandbox.Config{})
+	}
+	for _, c := range []struct {
+		name string
+		s    *sandbox.Sandbox
+	}{{"unconfined", nil}, {"confined", confined}} {
+		b.Run(c.name, func(b *testing.B) {
+			if c.name == "confined" && c.s == nil {
+				b.Skip("no Landlock")
+			}
+			var took []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				res, err := Bash{}.Run(context.Background(), tool.Call{Directory: ws, Input: in, Sandbox: c.s})
+				if err != nil || res.IsError {
+					b.Fatalf("%v %+v", err, res)
+				}
+				took = append(took, time.Since(start))
+			}
+			reportPercentiles(b, took)
+		})
+	}
+}
+
+// reportPercentiles reports the median and the 99th percentile of took.
+func reportPercentiles(b *testing.B, took []time.Duration) {
+	slices.Sort(took)
+	ms := func(q float64) float64 { return float64(took[int(q*float64(len(took)-1))]) / 1e6 }
+	b.ReportMetric(ms(0.5), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
 }

@@ -223,7 +223,7 @@ func (g Grep) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	defer cancel()
 	var found grepResult
 	if rg, lerr := exec.LookPath("rg"); lerr == nil && !g.NoRipgrep {
-		err = ripgrep(sctx, rg, in.Pattern, in.Include, root, &found)
+		err = ripgrep(sctx, call, rg, in.Pattern, in.Include, root, &found)
 	} else {
 		err = walkGrep(sctx, call, re, include, root, &found)
 	}
@@ -324,7 +324,7 @@ func walkGrep(ctx context.Context, call tool.Call, re, include *regexp.Regexp, r
 
 // ripgrep streams rg's matches, stopping it once the search has enough;
 // rg shortens long lines itself (--max-columns).
-func ripgrep(ctx context.Context, rg, pattern, include, root string, found *grepResult) error {
+func ripgrep(ctx context.Context, call tool.Call, rg, pattern, include, root string, found *grepResult) error {
 	args := []string{"--no-heading", "--line-number", "--with-filename", "--color", "never", "--no-messages",
 		"--max-columns", strconv.Itoa(grepLine), "--max-columns-preview", "-g", "!.git", "-g", "!node_modules"}
 	if include != "" {
@@ -332,10 +332,16 @@ func ripgrep(ctx context.Context, rg, pattern, include, root string, found *grep
 	}
 	args = append(args, "-e", pattern, root)
 	cmd := exec.CommandContext(ctx, rg, args...)
+	cmd.Env = call.Env.Environ()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("ripgrep: %w", err)
 	}
+	release, err := call.Sandbox.Wrap(cmd, confinement(call, true))
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("ripgrep: %w", err)
 	}

@@ -1,0 +1,23 @@
+package app
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/agentd/agentd/internal/snapshot"
+)
+
+// TestServerPathsHideSnapshots: the snapshot stores are among the paths
+// commands may not read, wherever they are (under the user's data
+// directory for PostgreSQL nodes, or agentd.snapshot.dir), not only when
+// they happen to lie beside a SQLite database.
+func TestServerPathsHideSnapshots(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var cfg Config
+	cfg.DBPath = "postgres://127.0.0.1/agentd"
+	cfg.Engine.Snapshots = snapshot.New(snapshot.Options{Dir: dir})
+	if got := serverPaths(cfg); !slices.Contains(got, dir) {
+		t.Errorf("serverPaths = %q, want it to hold the snapshot root %s", got, dir)
+	}
+}
