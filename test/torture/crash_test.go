@@ -290,14 +290,14 @@ func TestKillWhileSubagentRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := `tool:bash:{"command":"echo ran >> ../child-tool.txt; sleep 30"}` + "\nreply:child answer"
+	child := `tool:bash:{"command":"echo ran >> child-tool.txt; sleep 30"}` + "\nreply:child answer"
 	b, _ := json.Marshal(child)
 	err = c.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:task:{"description":"dig","prompt":` + string(b) +
 		`,"subagent_type":"general"}` + "\nreply:parent answer"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter := filepath.Join(filepath.Dir(srv.dir), "child-tool.txt")
+	counter := filepath.Join(srv.dir, "child-tool.txt")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if b, _ := os.ReadFile(counter); len(b) > 0 {
