@@ -159,6 +159,9 @@ func TestBashPathsResolvedAsBashDoes(t *testing.T) {
 	if err := os.Symlink(out, filepath.Join(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	home, _ := os.UserHomeDir()
 	for _, tc := range []struct{ cmd, want string }{
 		{"cat ~+/../x", filepath.Dir(ws)},
@@ -166,8 +169,8 @@ func TestBashPathsResolvedAsBashDoes(t *testing.T) {
 		{"cat {" + out + ",x}/f", out},
 		{"dd of=" + out + "/x if=y", out},
 		{"sort -o" + out + "/x y", out},
-		{"cd " + out + " && echo > x", out},
-		{"cd " + out + "; touch x", out},
+		{"cd sub && echo > ../../x", filepath.Dir(ws)},
+		{"cd sub; cat ../../x", filepath.Dir(ws)},
 		{"cat link/f", out},
 		{"echo x > link/f", out},
 		{"D=" + out + "; echo > $D/x", out},
@@ -209,17 +212,18 @@ func TestProtectedWrites(t *testing.T) {
 		"edit":  func(p string) []tool.Need { return file(Edit{}, p) },
 		"bash":  func(p string) []tool.Need { return bashNeeds(t, ws, "echo x > "+p) },
 	}
+	bashGranted := []core.Rule{{Permission: "bash", Pattern: "*", Action: core.ActionAllow}}
 	granted := func(needs []tool.Need) []core.Rule {
 		// What "always" stores, and a grant of bash for the redirection's
 		// echo: only the protected path decides.
-		return append(grant(needs), core.Rule{Permission: "bash", Pattern: "*", Action: core.ActionAllow})
+		return append(grant(needs), bashGranted...)
 	}
 	allowEdit := append(permission.Defaults(), core.Rule{Permission: "edit", Pattern: "*", Action: core.ActionAllow})
 	denyGit := append(permission.Defaults(), core.Rule{Permission: "edit", Pattern: ".git/*", Action: core.ActionDeny})
 	for name, needs := range calls {
 		for _, p := range []string{".git/config", "sub/.git/hooks/pre-commit", ".agentd/snapshot/config", "g/config", filepath.Join(ws, ".git/hooks/x")} {
 			g := granted(needs(p))
-			if got := decideWith(allowEdit, needs(p), nil, false); got != core.ActionAsk {
+			if got := decideWith(allowEdit, needs(p), bashGranted, false); got != core.ActionAsk {
 				t.Errorf("%s %s with edit allowed: %s, want ask", name, p, got)
 			}
 			if got := decideWith(allowEdit, needs(p), g, false); got != core.ActionAllow {
@@ -242,7 +246,7 @@ func TestProtectedWrites(t *testing.T) {
 	}
 	// A command that names a file there writes it, unless it only reads.
 	for cmd, want := range map[string]string{"cp x .git/hooks/pre-commit": core.ActionAsk, "cat .git/config": core.ActionAllow,
-		"tee .agentd/x < y": core.ActionAsk} {
+		"tee .agentd/x < y": core.ActionAsk, "cd .git && echo x > config": core.ActionAsk, "cd sub/.git; cp x hooks/y": core.ActionAsk} {
 		if got := decideWith(permission.Defaults(), bashNeeds(t, ws, cmd), granted(nil), false); got != want {
 			t.Errorf("%q: %s, want %s", cmd, got, want)
 		}
