@@ -74,7 +74,7 @@ func TestHiddenCodeIsOpaque(t *testing.T) {
 		{`[[ -f x && $a == b ]]`, nil},
 		{`[[ 1 -eq 1 ]]`, nil},
 		{`echo ${x@Q} ${a[0]} ${a[@]} ${!a[@]} ${!pre*} ${s:1:2}`, nil},
-		{`a[0]=1; test -f x; printf %s x; read -r line; export A=1`, nil},
+		{`a[0]=1; test -f x; printf %s x; read -r line; export A=1 B=$(pwd)`, nil},
 		{`python3 -c 'print(1)'; python3 script.py; bash -c 'ls'`, nil},
 		{"python3 <<'EOF'\nprint(\"$HOME\")\nEOF", nil},
 		{"cat <<EOF\n$HOME\nEOF", nil},

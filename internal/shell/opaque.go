@@ -157,75 +157,84 @@ func commandOpaque(c *Command) string {
 	if c.Dynamic[0] {
 		return whyName
 	}
-	name, args, dyn := baseName(c.Words[0]), c.Words[1:], c.Dynamic[1:]
-	switch name {
-	case "test", "[":
-		if slices.Contains(args, "-v") || slices.Contains(args, "-R") {
-			return whyTestVar
-		}
-	case "printf":
-		if len(args) > 0 && strings.HasPrefix(args[0], "-v") {
-			return whyVarName
-		}
-	case "read", "mapfile", "readarray", "getopts", "unset":
-		if namesHidden(args, dyn) {
-			return whyVarName
-		}
-	case "wait":
-		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-") && strings.Contains(a, "p") }) {
-			return whyVarName
-		}
-	case "declare", "typeset", "local", "export", "readonly", "nameref":
-		if declOpaque(args, dyn) {
-			return whyVarName
-		}
-	case "let":
-		return whyArithmetic
-	case "eval", "source", ".", "trap":
-		if slices.Contains(dyn, true) {
-			return whyText
-		}
-	case "bash", "sh", "dash", "ksh", "mksh", "zsh", "ash", "yash", "fish", "csh", "tcsh":
+	name := baseName(c.Words[0])
+	if in, ok := interpreterOf(name); ok && in.shell {
 		if i := c.shellScript(); i > 0 && c.Dynamic[i] {
 			return whyText
 		}
-	case "hash":
-		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-") && strings.Contains(a, "p") }) {
-			return whyHash
+	}
+	if check, ok := builtinChecks[name]; ok {
+		return check(c.Words[1:], c.raw[1:], c.Dynamic[1:])
+	}
+	return ""
+}
+
+// builtinChecks find, in the arguments of builtins that take variable
+// names or text to run (their values, as written, and which are dynamic),
+// what makes them run hidden code.
+var builtinChecks = map[string]func(args, raw []string, dyn []bool) string{
+	"test": testArgs, "[": testArgs,
+	"printf": func(args, _ []string, _ []bool) string {
+		return why(len(args) > 0 && strings.HasPrefix(args[0], "-v"), whyVarName)
+	},
+	"read": namesHidden, "mapfile": namesHidden, "readarray": namesHidden, "getopts": namesHidden,
+	"unset":   namesHidden,
+	"wait":    func(args, _ []string, _ []bool) string { return why(hasFlag(args, 'p'), whyVarName) },
+	"hash":    func(args, _ []string, _ []bool) string { return why(hasFlag(args, 'p'), whyHash) },
+	"declare": declOpaque, "typeset": declOpaque, "local": declOpaque, "export": declOpaque,
+	"readonly": declOpaque, "nameref": declOpaque,
+	"let":  func(_, _ []string, _ []bool) string { return whyArithmetic },
+	"eval": runsText, "source": runsText, ".": runsText, "trap": runsText,
+}
+
+func why(cond bool, reason string) string {
+	if cond {
+		return reason
+	}
+	return ""
+}
+
+func hasFlag(args []string, flag rune) bool {
+	return slices.ContainsFunc(args, func(a string) bool {
+		return strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsRune(a, flag)
+	})
+}
+
+func testArgs(args, _ []string, _ []bool) string {
+	return why(slices.Contains(args, "-v") || slices.Contains(args, "-R"), whyTestVar)
+}
+
+func runsText(_, _ []string, dyn []bool) string { return why(slices.Contains(dyn, true), whyText) }
+
+// namesHidden finds arguments of a builtin that assigns variables by name
+// which are only known at run time, carry a subscript, or name a variable
+// that changes what runs.
+func namesHidden(args, _ []string, dyn []bool) string {
+	for i, a := range args {
+		if dyn[i] || strings.Contains(a, "[") || DangerousName(a) {
+			return whyVarName
 		}
 	}
 	return ""
 }
 
-// namesHidden reports arguments of a builtin that assigns variables by
-// name which are only known at run time, carry a subscript, or name a
-// variable that changes what runs.
-func namesHidden(args []string, dyn []bool) bool {
-	for i, a := range args {
-		if dyn[i] || strings.Contains(a, "[") || DangerousName(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// declOpaque reports declarations that make later assignments evaluate
+// declOpaque finds declarations that make later assignments evaluate
 // (-i, and -n which makes a name stand for another), or whose names are
 // only known at run time.
-func declOpaque(args []string, dyn []bool) bool {
+func declOpaque(args, raw []string, dyn []bool) string {
 	for i, a := range args {
 		if dyn[i] {
-			name, _, _ := strings.Cut(a, "=")
+			name, _, _ := strings.Cut(raw[i], "=")
 			if !isName(name) {
-				return true
+				return whyVarName
 			}
 			continue
 		}
 		if strings.HasPrefix(a, "-") && strings.ContainsAny(a, "in") {
-			return true
+			return whyVarName
 		}
 	}
-	return false
+	return ""
 }
 
 func isName(s string) bool {

@@ -96,24 +96,13 @@ func (c Command) unwrap() (unwrapped, bool) {
 	skip := w.skip
 	for i := 1; i < len(c.Words); i++ {
 		a := c.Words[i]
-		if c.Dynamic[i] {
-			return out, true
-		}
 		switch {
+		case c.Dynamic[i]:
+			return out, true
 		case a == "--":
 			return w.command(c, i+1, out), true
 		case strings.HasPrefix(a, "--"):
-			n, v, eq := strings.Cut(a, "=")
-			if w.script == "c" && n == "--command" || w.script == "S" && n == "--split-string" {
-				if eq {
-					out.script, out.hasScr = v, true
-				} else if i+1 < len(c.Words) && !c.Dynamic[i+1] {
-					out.script, out.hasScr = c.Words[i+1], true
-				}
-			}
-			if !eq && slices.Contains(w.long, n) {
-				i++
-			}
+			i += w.longOption(c, i, &out)
 		case strings.HasPrefix(a, "-") && len(a) > 1:
 			n, stop := w.short(c, i, &out)
 			if stop {
@@ -128,6 +117,24 @@ func (c Command) unwrap() (unwrapped, bool) {
 		}
 	}
 	return out, true
+}
+
+// longOption reads the long option at word i: how many words its value takes,
+// and the script it gives (su --command, env --split-string).
+func (w wrapper) longOption(c Command, i int, out *unwrapped) int {
+	n, v, eq := strings.Cut(c.Words[i], "=")
+	next := i+1 < len(c.Words) && !c.Dynamic[i+1]
+	if w.script == "c" && n == "--command" || w.script == "S" && n == "--split-string" {
+		if eq {
+			out.script, out.hasScr = v, true
+		} else if next {
+			out.script, out.hasScr = c.Words[i+1], true
+		}
+	}
+	if !eq && slices.Contains(w.long, n) {
+		return 1
+	}
+	return 0
 }
 
 // command is out with the wrapped command starting at word i, when the
