@@ -2,9 +2,11 @@ package builtin
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentd/agentd/internal/permission"
@@ -16,6 +18,8 @@ import (
 // outside the workspace, files it writes, and those in .git/ or .agentd/.
 type pathJudge struct {
 	call      tool.Call
+	ws        string            // the workspace, symlinks resolved once
+	dirs      map[string]string // the commands' directories, resolved
 	outside   []string
 	edits     []string
 	protected []string
@@ -32,6 +36,64 @@ var readers = map[string]bool{
 	"dirname": true, "nl": true, "cd": true, "pushd": true, "less": true, "more": true,
 }
 
+// resolve is where p, from dir, lands (symlinks followed, as Resolve
+// does) and whether that is outside the workspace; false when it cannot
+// be told.
+func (j *pathJudge) resolve(dir, p string) (string, bool, bool) {
+	if j.ws == "" {
+		ws, err := realPath(j.call.Directory)
+		if err != nil {
+			return "", false, false
+		}
+		j.ws, j.dirs = ws, map[string]string{}
+	}
+	if deviceFile(p) || strings.ContainsRune(p, 0) {
+		return "", false, false
+	}
+	if abs, ok := j.plain(dir, p); ok {
+		return abs, !Within(j.ws, abs), true
+	}
+	abs, err := realPath(join(dir, p))
+	if err != nil {
+		return "", false, false
+	}
+	return abs, !Within(j.ws, abs), true
+}
+
+// plain resolves, with one lstat, the common argument that is no path at
+// all: a relative word without ".." whose first component does not exist
+// cannot lead through a symlink.
+func (j *pathJudge) plain(dir, p string) (string, bool) {
+	if filepath.IsAbs(p) || strings.HasPrefix(p, "~") || slices.Contains(strings.Split(p, "/"), "..") {
+		return "", false
+	}
+	real, ok := j.dirs[dir]
+	if !ok {
+		r, err := realPath(dir)
+		if err != nil {
+			return "", false
+		}
+		real, j.dirs[dir] = r, r
+	}
+	first, _, _ := strings.Cut(filepath.Clean(p), "/")
+	if _, err := os.Lstat(filepath.Join(real, first)); !errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	return filepath.Join(real, p), true
+}
+
+// out records a path outside the workspace, by the directory a grant
+// would name; paths in the call's ReadDirs are not outside.
+func (j *pathJudge) out(abs string) {
+	if inReadDirs(j.call, abs) {
+		return
+	}
+	if strings.ContainsAny(filepath.Base(abs), "*?[") || !isDir(abs) {
+		abs = filepath.Dir(abs)
+	}
+	j.outside = appendNew(j.outside, abs)
+}
+
 // command judges the paths among a command's arguments, from every
 // directory it may run in.
 func (j *pathJudge) command(c shell.Command) {
@@ -41,10 +103,13 @@ func (j *pathJudge) command(c shell.Command) {
 	}
 	for _, p := range pathCandidates(c.Args) {
 		for _, d := range c.Dirs {
-			if out, ok := outsideDir(j.call, d, p); ok {
-				j.outside = appendNew(j.outside, out)
-			} else if !readers[name] {
-				j.protect(d, p)
+			abs, outside, ok := j.resolve(d, p)
+			switch {
+			case !ok:
+			case outside:
+				j.out(abs)
+			case !readers[name]:
+				j.protect(abs)
 			}
 		}
 	}
@@ -57,33 +122,24 @@ func (j *pathJudge) redirect(r shell.Redirect) bool {
 		return false
 	}
 	for _, t := range r.Targets {
-		if deviceFile(t) {
-			continue
-		}
 		for _, d := range r.Dirs {
-			if out, ok := outsideDir(j.call, d, t); ok {
-				j.outside = appendNew(j.outside, out)
-				continue
+			abs, outside, ok := j.resolve(d, t)
+			switch {
+			case !ok:
+			case outside:
+				j.out(abs)
+			case r.Write:
+				j.edits = appendNew(j.edits, rel(j.ws, abs))
+				j.protect(abs)
 			}
-			if !r.Write {
-				continue
-			}
-			if abs, err := Resolve(j.call.Directory, join(d, t)); err == nil {
-				j.edits = appendNew(j.edits, rel(j.call.Directory, abs))
-			}
-			j.protect(d, t)
 		}
 	}
 	return true
 }
 
 // protect records a write to a path in .git/ or .agentd/.
-func (j *pathJudge) protect(dir, p string) {
-	abs, err := Resolve(j.call.Directory, join(dir, p))
-	if err != nil {
-		return
-	}
-	if r := rel(j.call.Directory, abs); Protected(r) {
+func (j *pathJudge) protect(abs string) {
+	if r := rel(j.ws, abs); Protected(r) {
 		j.protected = appendNew(j.protected, r)
 	}
 }
@@ -201,20 +257,4 @@ func join(dir, p string) string {
 func isDir(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
-}
-
-// outsideDir reports whether p, from dir, lands outside the workspace
-// (symlinks followed), and the directory a grant would name.
-func outsideDir(call tool.Call, dir, p string) (string, bool) {
-	if deviceFile(p) {
-		return "", false
-	}
-	abs, err := Resolve(call.Directory, join(dir, p))
-	if !errors.Is(err, ErrOutside) || inReadDirs(call, abs) {
-		return "", false
-	}
-	if strings.ContainsAny(filepath.Base(abs), "*?[") || !isDir(abs) {
-		abs = filepath.Dir(abs)
-	}
-	return abs, true
 }

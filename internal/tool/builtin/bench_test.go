@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -32,5 +33,23 @@ func BenchmarkReadFewLinesOfBigFile(b *testing.B) {
 		if err != nil || res.IsError {
 			b.Fatalf("%v %+v", err, res)
 		}
+	}
+}
+
+// BenchmarkBashNeeds is the cost of judging a typical agent command before
+// it runs: parse, expansions, and a path check of every argument.
+func BenchmarkBashNeeds(b *testing.B) {
+	ws := b.TempDir()
+	for _, cmd := range []string{
+		"go test ./...",
+		`cd sub && for f in *.go; do gofmt -l "$f"; done | head -20 > out.txt; git status --short && echo "done $(date)"`,
+	} {
+		in, _ := json.Marshal(map[string]string{"command": cmd})
+		call := tool.Call{Directory: ws, Input: in}
+		b.Run(strconv.Itoa(len(cmd)), func(b *testing.B) {
+			for b.Loop() {
+				Bash{}.Needs(call)
+			}
+		})
 	}
 }
