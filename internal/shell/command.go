@@ -290,7 +290,7 @@ func (w *walker) cd(c Command) {
 		targets, known = w.sc.lookup("HOME")
 	}
 	if known {
-		w.sc.cd(slices.DeleteFunc(slices.Clone(targets), func(t string) bool { return t == "" }))
+		w.sc.cd(slices.DeleteFunc(slices.Clone(targets), func(t string) bool { return t == "" }), w.chain)
 	}
 }
 

@@ -95,28 +95,47 @@ func (sc *scope) assign(name string, vals []string, ok bool) {
 }
 
 // cd records a change of directory to one of targets (resolved against
-// each directory the script may be in). A target known only at run time
-// is not followed (see the package documentation).
-func (sc *scope) cd(targets []string) {
+// each directory the script may be in). Where the command after it runs
+// only if the cd succeeded (replace: an element of an && chain), the
+// directories are those the cd leads to; otherwise they are added, since
+// a cd that fails leaves the shell where it was. A target known only at
+// run time is not followed (see the package documentation).
+func (sc *scope) cd(targets []string, replace bool) {
 	old := slices.Clone(sc.dirs)
+	var next []string
 	for _, d := range old {
 		for _, t := range targets {
-			next := t
+			n := t
 			if !filepath.IsAbs(t) {
-				next = filepath.Join(d, t)
+				n = filepath.Join(d, t)
 			}
-			if slices.Contains(sc.dirs, next) {
-				continue
+			if !slices.Contains(next, n) {
+				next = append(next, n)
 			}
-			if len(sc.dirs) == maxDirs {
-				sc.overflow = true
-				return
-			}
-			sc.dirs = append(sc.dirs, next)
 		}
 	}
+	if !replace {
+		next = union(old, next)
+	}
+	if len(next) > maxDirs {
+		sc.overflow = true
+		return
+	}
+	sc.dirs = next
 	sc.assign("OLDPWD", old, true)
 	sc.assign("PWD", sc.dirs, sc.env.Dir != "")
+}
+
+// union adds the directories of before that dirs lacks (after an && chain
+// that may have stopped before its cd).
+func union(before, dirs []string) []string {
+	out := slices.Clone(before)
+	for _, d := range dirs {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // userHome is the home directory of a user named in ~user, "" when there

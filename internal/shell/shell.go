@@ -132,6 +132,9 @@ type walker struct {
 	// cond counts the branches, loops and function bodies around the
 	// point walked: what happens there may not happen at all.
 	cond int
+	// chain is set while the simple commands of an && chain are walked:
+	// each runs only if those before it succeeded, a cd included.
+	chain bool
 }
 
 // parse reads src as a script nested depth levels deep (bash -c, eval)

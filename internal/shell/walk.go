@@ -16,6 +16,13 @@ func (w *walker) stmt(st *syntax.Stmt) {
 	if st == nil {
 		return
 	}
+	chain := w.chain
+	defer func() { w.chain = chain }()
+	if b, ok := st.Cmd.(*syntax.BinaryCmd); !ok || b.Op != syntax.AndStmt || st.Negated || st.Background {
+		if _, call := st.Cmd.(*syntax.CallExpr); !call || st.Negated || st.Background {
+			w.chain = false
+		}
+	}
 	switch x := st.Cmd.(type) {
 	case *syntax.CallExpr:
 		w.call(x, st.Redirs)
@@ -62,15 +69,7 @@ func (w *walker) compound(cmd syntax.Command) {
 	case *syntax.CaseClause:
 		w.caseClause(x)
 	case *syntax.BinaryCmd:
-		if x.Op == syntax.Pipe || x.Op == syntax.PipeAll {
-			w.nested(x.X)
-			w.nested(x.Y)
-		} else {
-			w.stmt(x.X)
-			w.cond++
-			w.stmt(x.Y)
-			w.cond--
-		}
+		w.binary(x)
 	case *syntax.FuncDecl:
 		w.cond++
 		w.stmt(x.Body)
@@ -83,6 +82,30 @@ func (w *walker) compound(cmd syntax.Command) {
 		w.scanWord(x.Description)
 		w.stmt(x.Body)
 	}
+}
+
+// binary walks a pipeline (each part in a subshell), or a && or ||
+// list. In an && chain each command runs only if the ones before it
+// succeeded, so a cd there moves the rest of the chain; after the chain,
+// the script may be where it started too.
+func (w *walker) binary(x *syntax.BinaryCmd) {
+	switch {
+	case x.Op == syntax.Pipe || x.Op == syntax.PipeAll:
+		w.nested(x.X)
+		w.nested(x.Y)
+		return
+	case x.Op == syntax.AndStmt && !w.chain:
+		before := slices.Clone(w.sc.dirs)
+		w.chain = true
+		w.binary(x)
+		w.chain = false
+		w.sc.dirs = union(before, w.sc.dirs)
+		return
+	}
+	w.stmt(x.X)
+	w.cond++
+	w.stmt(x.Y)
+	w.cond--
 }
 
 // nested walks statements that run in a subshell.

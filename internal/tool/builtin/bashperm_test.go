@@ -107,11 +107,12 @@ func TestBashNeeds(t *testing.T) {
 	for _, n := range needs {
 		got = append(got, need{n.Permission, n.Patterns})
 	}
-	// After the cd, files are judged from both directories the script may
-	// be in: ../../etc from the workspace and from sub.
+	// The echo runs in sub (only if the cd succeeded); after the && list,
+	// files are judged from both directories the script may be in:
+	// ../../etc from the workspace and from sub.
 	want := []need{
 		{"external_directory", []string{filepath.Dir(filepath.Dir(ws)) + "/etc", filepath.Dir(ws) + "/etc"}},
-		{"edit", []string{"out.txt", "sub/out.txt", "log", "sub/log"}},
+		{"edit", []string{"sub/out.txt", "log", "sub/log"}},
 		{"bash", []string{"cd sub", "echo x", "cat"}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
