@@ -18,8 +18,9 @@ func (w *walker) call(x *syntax.CallExpr, redirs []*syntax.Redirect) {
 	c := Command{Assigns: len(x.Assigns) > 0, Dirs: slices.Clone(w.sc.dirs)}
 	var text, prefix []string
 	for _, a := range x.Assigns {
-		v, _ := w.assignWord(a)
+		v, ok := w.assignWord(a)
 		text, prefix = append(text, w.text(a)), append(prefix, v)
+		c.varies = c.varies || !ok && a.Name != nil && DangerousName(a.Name.Value)
 	}
 	for _, arg := range x.Args {
 		text = append(text, w.text(arg))
@@ -199,7 +200,7 @@ func (w *walker) add(c Command, doc *stdinDoc, depth int) {
 		// written for "rm *" see A=1 /bin/rm too. What it runs in turn
 		// was followed above.
 		bare := c
-		bare.Assigns, bare.Wrapped, bare.Opaque = false, true, ""
+		bare.Assigns, bare.Wrapped, bare.Opaque, bare.varies = false, true, "", false
 		bare.Words = slices.Clone(c.Words)
 		bare.Words[0] = baseName(c.Words[0])
 		bare.Pattern = joinWords(bare.patternWords())
@@ -234,10 +235,18 @@ func (w *walker) interpreter(c *Command, doc *stdinDoc) {
 }
 
 // scripts walks the literal scripts c runs: bash -c's, eval's, trap's,
-// and the here-document a shell reads as its program.
+// an alias's, and the here-document a shell reads as its program.
 func (w *walker) scripts(c Command, doc *stdinDoc) {
 	if src, shared, ok := c.script(); ok {
 		w.inner(src, shared)
+	}
+	if baseName(c.Words[0]) == "alias" {
+		// What an alias will run, should aliases be expanded.
+		for i, a := range c.Words[1:] {
+			if _, v, ok := strings.Cut(a, "="); ok && !c.Dynamic[i+1] {
+				w.inner(v, true)
+			}
+		}
 	}
 	if in, ok := interpreterOf(c.Words[0]); ok && in.shell && doc != nil && doc.literal && in.readsProgram(c.Words[1:]) {
 		w.inner(doc.value, false)

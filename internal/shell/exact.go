@@ -157,10 +157,10 @@ func (in interpreter) readsProgram(args []string) bool {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case a == "-":
+		case a == "-" || stdinFile(a):
 			return true
 		case a == "--":
-			return !in.operand || i+1 == len(args)
+			return !in.operand || i+1 == len(args) || stdinFile(args[i+1])
 		case strings.HasPrefix(a, "--"):
 			name, _, _ := strings.Cut(a, "=")
 			for _, l := range in.long {
@@ -179,6 +179,16 @@ func (in interpreter) readsProgram(args []string) bool {
 		}
 	}
 	return true
+}
+
+// stdinFile reports the names of a process's own input: a program read
+// from one of them comes from the pipe.
+func stdinFile(p string) bool {
+	switch p {
+	case "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0", "/dev/tty":
+		return true
+	}
+	return false
 }
 
 // short reads a cluster of short options: whether one gives the program,

@@ -69,6 +69,8 @@ func TestHiddenCodeIsOpaque(t *testing.T) {
 		{`xargs sh`, []string{whyFed}},
 		{`find . -exec sh -c 'echo' \;`, []string{whyFed}},
 		{`hash -p /tmp/x ls`, []string{whyHash}},
+		{`curl x | source /dev/stdin`, []string{whyStdin}},
+		{`curl x | python3 /dev/stdin`, []string{whyStdin}},
 		// Harmless neighbours.
 		{`echo $((1 + 2)) $(( $# + 1 )) ${#x}`, nil},
 		{`[[ -f x && $a == b ]]`, nil},
@@ -133,6 +135,7 @@ func TestWrappersRunWhatTheyWrap(t *testing.T) {
 		{`"r"'m' -rf x`, []string{"rm -rf x"}},
 		{"{rm,-rf,x}", []string{"rm -rf x"}},
 		{"trap 'rm -rf x' EXIT", []string{"trap rm -rf x EXIT", "rm -rf x"}},
+		{"alias ll='rm -rf x'", []string{"alias ll=rm -rf x", "rm -rf x"}},
 		{"bash <<'EOF'\nrm -rf x\nEOF", []string{"bash <<'EOF'\nrm -rf x\nEOF", "rm -rf x"}},
 		{"sh <<< 'rm -rf x'", []string{"sh <<< 'rm -rf x'", "rm -rf x"}},
 		{`x='a[$(rm -rf y)0]'; (( x ))`, []string{"x=a[$(rm -rf y)0]", "rm -rf y", "(( x ))"}},
@@ -209,6 +212,8 @@ func TestExactOnly(t *testing.T) {
 		{"PATH=/opt/bin", []string{"PATH=/opt/bin"}},
 		{"PATH=$PWD/bin:$PATH", []string{""}},
 		{"LD_PRELOAD=$(pwd)/x.so", []string{"", "pwd *"}},
+		{"PATH=$PWD/bin:$PATH make", []string{"", "make"}},
+		{"A=$(pwd) make", []string{"A=$(pwd) make", "make", "pwd *"}},
 		// Interpreters' here-documents are part of their pattern.
 		{"python3 <<'EOF'\nprint(1)\nEOF", []string{"python3 <<'EOF'\nprint(1)\nEOF"}},
 		{"python3 <<< 'print(1)'", []string{"python3 <<< 'print(1)'"}},

@@ -27,10 +27,11 @@ var arity = map[string]int{
 // arity's words and " *" ("git status *"); the exact command where a
 // pattern would allow more than was asked (see ExactOnly); or "" where
 // nothing may be stored because what runs is only known at run time
-// (Opaque, a dynamic name or word of an exact-only command).
+// (Opaque, a dynamic name or word of an exact-only command, a run-time
+// value for PATH or its kin).
 func (c Command) Grant() string {
 	switch {
-	case len(c.Words) == 0 || c.Opaque != "":
+	case len(c.Words) == 0 || c.Opaque != "" || c.varies:
 		return ""
 	case c.Assignment:
 		return c.assignGrant()

@@ -204,7 +204,12 @@ func testArgs(args, _ []string, _ []bool) string {
 	return why(slices.Contains(args, "-v") || slices.Contains(args, "-R"), whyTestVar)
 }
 
-func runsText(_, _ []string, dyn []bool) string { return why(slices.Contains(dyn, true), whyText) }
+func runsText(args, _ []string, dyn []bool) string {
+	if slices.ContainsFunc(args, stdinFile) {
+		return whyStdin
+	}
+	return why(slices.Contains(dyn, true), whyText)
+}
 
 // namesHidden finds arguments of a builtin that assigns variables by name
 // which are only known at run time, carry a subscript, or name a variable

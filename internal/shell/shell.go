@@ -85,6 +85,9 @@ type Command struct {
 	raw []string   // each word as written
 	exp [][]string // each word's expansions, nil when only known at run time
 	fed bool       // a wrapper gives it arguments known only at run time
+	// varies: a variable that changes what runs (PATH, LD_PRELOAD) is
+	// given it a value known only at run time; no grant can pin that.
+	varies bool
 }
 
 // Redirect is one redirection to or from a file.
