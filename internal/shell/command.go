@@ -45,7 +45,8 @@ func (w *walker) call(x *syntax.CallExpr, redirs []*syntax.Redirect) {
 func (w *walker) word(c *Command, arg *syntax.Word) {
 	split := braces(arg)
 	v, ok := Literal(arg)
-	if ok && len(split) > 1 {
+	if ok && len(split) > 1 && *w.sc.budget >= len(split) {
+		*w.sc.budget -= len(split)
 		for _, b := range split {
 			bv, _ := Literal(b)
 			exp, _ := w.sc.expand(b)
@@ -53,8 +54,9 @@ func (w *walker) word(c *Command, arg *syntax.Word) {
 		}
 		return
 	}
+	// A brace expansion not expanded (too large) is only known at run time.
 	exp, _ := w.sc.expand(arg)
-	c.push(v, w.text(arg), !ok || split == nil, exp)
+	c.push(v, w.text(arg), !ok || len(split) != 1, exp)
 }
 
 // assignment judges a statement that only assigns variables.

@@ -10,6 +10,11 @@ import (
 // script that may be in more is judged as a whole.
 const maxDirs = 16
 
+// maxScriptExpansions bounds the strings all the words of a script are
+// expanded to; past it, words are left unexpanded, like those known only
+// at run time.
+const maxScriptExpansions = 8192
+
 // Env is what Parse is told of where a script will run.
 type Env struct {
 	// Dir is the absolute directory the script starts in; "" leaves the
@@ -35,6 +40,10 @@ type scope struct {
 	lost bool
 	// overflow is set when the directories could no longer be followed.
 	overflow bool
+	// budget is what is left of the strings the whole script may expand
+	// to (shared with the subshells' scopes): a script of many brace
+	// expansions is not multiplied without end.
+	budget *int
 }
 
 // variable is what a variable may hold: values, or known only at run time.
@@ -44,7 +53,8 @@ type variable struct {
 }
 
 func newScope(env Env) *scope {
-	sc := &scope{env: env, vars: map[string]*variable{}, dirs: []string{env.Dir}}
+	budget := maxScriptExpansions
+	sc := &scope{env: env, vars: map[string]*variable{}, dirs: []string{env.Dir}, budget: &budget}
 	sc.vars["PWD"] = &variable{vals: []string{env.Dir}, unknown: env.Dir == ""}
 	return sc
 }

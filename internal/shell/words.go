@@ -180,7 +180,7 @@ func product(a, b []string) []string {
 // arithmetic substitutions, variables set by commands).
 func (sc *scope) expand(w *syntax.Word) ([]string, bool) {
 	words := braces(w)
-	if words == nil {
+	if words == nil || *sc.budget < len(words) {
 		return nil, false
 	}
 	var out []string
@@ -191,6 +191,10 @@ func (sc *scope) expand(w *syntax.Word) ([]string, bool) {
 		}
 		out = append(out, vals...)
 	}
+	if *sc.budget < len(out) {
+		return nil, false
+	}
+	*sc.budget -= len(out)
 	return out, true
 }
 
