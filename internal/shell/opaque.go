@@ -27,7 +27,6 @@ const (
 	whyHash       = "hash -p changes what a name runs"
 	whyLoopVar    = "a loop assigns a variable that changes what runs"
 	whyDirs       = "it changes directory more often than can be followed"
-	whyBraces     = "a brace expansion too large to judge"
 	whyFed        = "it runs a program made of its input"
 )
 

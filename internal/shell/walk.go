@@ -18,11 +18,7 @@ func (w *walker) stmt(st *syntax.Stmt) {
 	}
 	chain := w.chain
 	defer func() { w.chain = chain }()
-	if b, ok := st.Cmd.(*syntax.BinaryCmd); !ok || b.Op != syntax.AndStmt || st.Negated || st.Background {
-		if _, call := st.Cmd.(*syntax.CallExpr); !call || st.Negated || st.Background {
-			w.chain = false
-		}
-	}
+	w.chain = w.chain && chainElement(st)
 	switch x := st.Cmd.(type) {
 	case *syntax.CallExpr:
 		w.call(x, st.Redirs)
@@ -40,6 +36,21 @@ func (w *walker) stmt(st *syntax.Stmt) {
 	for _, r := range st.Redirs {
 		w.redirect(r)
 	}
+}
+
+// chainElement reports a statement that is an element of an && chain
+// (see binary): a simple command or a nested && list, not negated.
+func chainElement(st *syntax.Stmt) bool {
+	if st.Negated || st.Background {
+		return false
+	}
+	switch x := st.Cmd.(type) {
+	case *syntax.CallExpr:
+		return true
+	case *syntax.BinaryCmd:
+		return x.Op == syntax.AndStmt
+	}
+	return false
 }
 
 // compound walks the commands of a compound command. Subshells and the
