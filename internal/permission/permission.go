@@ -13,17 +13,39 @@ import (
 	"github.com/agentd/agentd/internal/core"
 )
 
+// EditProtected is the permission of writes to the workspace's .git/ and
+// .agentd/ directories (by the file tools and by shell redirections),
+// asked on top of edit: git runs programs its configuration and hooks
+// name (core.fsmonitor, filter drivers, hooks/), so a write there is code
+// execution, and .agentd/ holds agentd's own files. A grant covers only
+// the very path it was asked for.
+const EditProtected = "edit_protected"
+
 // Defaults are safe for a server that can be driven over HTTP: work inside
 // the workspace is allowed; shell commands (which nothing confines to the
-// workspace), reaching outside it and repeating the same call in a loop
-// are asked. An operator allows bash in the configuration.
+// workspace), writes to .git/ and .agentd/, reaching outside the workspace
+// and repeating the same call in a loop are asked. An operator allows bash
+// in the configuration.
 func Defaults() []core.Rule {
 	return []core.Rule{
 		{Permission: "*", Pattern: "*", Action: core.ActionAllow},
 		{Permission: "bash", Pattern: "*", Action: core.ActionAsk},
+		{Permission: EditProtected, Pattern: "*", Action: core.ActionAsk},
 		{Permission: "external_directory", Pattern: "*", Action: core.ActionAsk},
 		{Permission: "doom_loop", Pattern: "*", Action: core.ActionAsk},
 	}
+}
+
+// DeniesAny reports whether one of rules denies something of permission:
+// a pattern whose command cannot be checked against those rules (see
+// tool.Need's Opaque) is then denied too.
+func DeniesAny(rules []core.Rule, permission string) bool {
+	for _, r := range rules {
+		if r.Action == core.ActionDeny && Match(r.Permission, permission) {
+			return true
+		}
+	}
+	return false
 }
 
 // Decide combines the operator's rules (defaults, configuration, agent)

@@ -16,54 +16,76 @@ var arity = map[string]int{
 	"docker volume": 3, "dotnet": 2, "gh": 3, "git": 2, "git config": 3,
 	"git remote": 3, "git stash": 3, "git submodule": 3, "git worktree": 3,
 	"go": 2, "go mod": 3, "go tool": 3, "gradle": 2, "helm": 2, "java": 2,
-	"kubectl": 2, "make": 2, "mvn": 2, "node": 2, "npm": 2, "npm exec": 3,
+	"kubectl": 2, "make": 2, "mvn": 2, "npm": 2, "npm exec": 3,
 	"npm run": 3, "npx": 2, "pip": 2, "pip3": 2, "pnpm": 2, "pnpm dlx": 3,
-	"pnpm exec": 3, "pnpm run": 3, "poetry": 2, "poetry run": 3,
-	"python": 2, "python3": 2, "rustup": 2, "swift": 2, "systemctl": 2,
-	"terraform": 2, "tmux": 2, "uv": 2, "uv run": 3, "yarn": 2,
-	"yarn dlx": 3, "yarn run": 3,
+	"pnpm exec": 3, "pnpm run": 3, "podman": 2, "poetry": 2, "poetry run": 3,
+	"rustup": 2, "swift": 2, "systemctl": 2, "terraform": 2, "uv": 2, "uv run": 3,
+	"yarn": 2, "yarn dlx": 3, "yarn run": 3,
 }
-
-// runsOthers are commands that run other commands, change the environment
-// of later ones, or reach another machine: a grant for one of them covers
-// exactly the command as written, never a pattern.
-var runsOthers = map[string]bool{
-	".": true, "alias": true, "bash": true, "builtin": true, "busybox": true,
-	"chroot": true, "command": true, "dash": true, "declare": true,
-	"doas": true, "env": true, "eval": true, "exec": true, "export": true,
-	"fish": true, "flock": true, "ionice": true, "ksh": true, "local": true,
-	"nice": true, "nohup": true, "nsenter": true, "parallel": true,
-	"readonly": true, "runuser": true, "script": true, "set": true,
-	"setsid": true, "sh": true, "shopt": true, "source": true, "ssh": true,
-	"stdbuf": true, "strace": true, "su": true, "sudo": true,
-	"timeout": true, "trap": true, "typeset": true, "unalias": true,
-	"unset": true, "unshare": true, "watch": true, "xargs": true,
-	"zsh": true,
-}
-
-// shells run the script given after -c.
-var shells = map[string]bool{"bash": true, "sh": true, "zsh": true, "dash": true, "ksh": true}
 
 // Grant is the pattern an "always" answer may store for c: its known
-// arity's words and " *" ("git status *"), the exact command where a
-// pattern would allow more than was asked (commands that run others, find
-// -exec, assignments, flags among the naming words), or "" where nothing
-// may be stored because what runs is only known at run time.
+// arity's words and " *" ("git status *"); the exact command where a
+// pattern would allow more than was asked (see ExactOnly); or "" where
+// nothing may be stored because what runs is only known at run time
+// (Opaque, a dynamic name or word of an exact-only command, a run-time
+// value for PATH or its kin).
 func (c Command) Grant() string {
-	if len(c.Words) == 0 || c.Dynamic[0] {
+	switch {
+	case len(c.Words) == 0 || c.Opaque != "" || c.varies:
 		return ""
-	}
-	name := c.Words[0]
-	if c.Assigns || runsOthers[name] || name == "find" && findRuns(c.Words) {
+	case c.Assignment:
+		return c.assignGrant()
+	case c.Dynamic[0]:
+		return ""
+	case c.ExactOnly() != "":
 		return c.exact()
 	}
 	n := c.arity()
-	for i := range n {
-		if c.Dynamic[i] || !plain(c.Words[i]) || i > 0 && strings.HasPrefix(c.Words[i], "-") {
-			return c.exact()
+	return strings.Join(c.Words[:n], " ") + " *"
+}
+
+// ExactOnly is why c may be granted only exactly as asked, "" when a
+// grant for its naming words and " *" is safe: it is a wrapper, a shell,
+// an interpreter or a command of the exact-only table, it has an option
+// that runs a program, variables are assigned for it alone, or a flag or
+// a word that is not plain is among its naming words.
+func (c Command) ExactOnly() string {
+	if len(c.Words) == 0 {
+		return "no command"
+	}
+	if c.Assignment || c.Assigns {
+		return "assigns variables"
+	}
+	if c.Wrapped {
+		return "a wrapped command"
+	}
+	name := baseName(c.Words[0])
+	if _, ok := wrappers[name]; ok {
+		return exactRuns
+	}
+	if _, ok := interpreterOf(name); ok {
+		return exactInterp
+	}
+	words := append([]string{name}, c.Words[1:]...)
+	for l := min(len(words), 3); l > 0; l-- {
+		key := strings.Join(words[:l], " ")
+		if why, ok := exactOnly[key]; ok {
+			return why
+		}
+		for _, opt := range riskyOptions[key] {
+			for i, a := range c.Words[l:] {
+				if risky(a, opt) || c.Dynamic[l+i] {
+					return exactExec
+				}
+			}
 		}
 	}
-	return strings.Join(c.Words[:n], " ") + " *"
+	for i := range c.arity() {
+		if c.Dynamic[i] || !plain(c.Words[i]) || i > 0 && strings.HasPrefix(c.Words[i], "-") {
+			return "a flag or a word that is not plain names it"
+		}
+	}
+	return ""
 }
 
 // exact is c's own text as a grant, when every word is literal and the
@@ -71,6 +93,28 @@ func (c Command) Grant() string {
 func (c Command) exact() string {
 	for _, d := range c.Dynamic {
 		if d {
+			return ""
+		}
+	}
+	if strings.ContainsAny(c.Pattern, "*?") {
+		return ""
+	}
+	return c.Pattern
+}
+
+// assignGrant is the grant of an assignment statement: its text exactly.
+// A value that expands at run time is data, judged where it is used, so
+// the text may still be granted — except for a variable that changes
+// what later commands run (PATH, LD_PRELOAD …).
+func (c Command) assignGrant() string {
+	for i, w := range c.Words {
+		name := c.raw[i]
+		if !c.Dynamic[i] {
+			name = w
+		}
+		name, _, _ = strings.Cut(name, "=")
+		name = strings.TrimSuffix(name, "+")
+		if c.Dynamic[i] && (DangerousName(name) || !isName(name)) {
 			return ""
 		}
 	}
@@ -106,46 +150,4 @@ func plain(w string) bool {
 		}
 	}
 	return true
-}
-
-func findRuns(words []string) bool {
-	for _, w := range words[1:] {
-		switch w {
-		case "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls":
-			return true
-		}
-	}
-	return false
-}
-
-// script is the literal script c hands to a shell (bash -c '…') or to
-// eval, which Parse reads as commands of its own.
-func (c Command) script() (string, bool) {
-	if len(c.Words) < 2 || c.Dynamic[0] {
-		return "", false
-	}
-	if c.Words[0] == "eval" {
-		for _, d := range c.Dynamic[1:] {
-			if d {
-				return "", false
-			}
-		}
-		return strings.Join(c.Words[1:], " "), true
-	}
-	if !shells[c.Words[0]] {
-		return "", false
-	}
-	for i := 1; i < len(c.Words)-1; i++ {
-		w := c.Words[i]
-		if c.Dynamic[i] || !strings.HasPrefix(w, "-") || strings.HasPrefix(w, "--") {
-			continue
-		}
-		if strings.Contains(w, "c") {
-			if c.Dynamic[i+1] {
-				return "", false
-			}
-			return c.Words[i+1], true
-		}
-	}
-	return "", false
 }

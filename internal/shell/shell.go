@@ -1,9 +1,18 @@
 // Package shell reads a bash command the way permission rules need it: as
 // the simple commands it would run — in lists, pipelines, subshells,
-// functions, command and process substitutions, and the literal scripts of
-// bash -c and eval — and the files its redirections and arguments name.
-// It never runs anything; a command it cannot parse is an error, which
-// callers treat as a reason to ask.
+// functions, command and process substitutions, the literal scripts of
+// bash -c, eval and trap, here-documents given to shells, and the
+// commands wrappers such as env, nice, timeout, sudo and xargs run — the
+// files its redirections and arguments name (expanded as bash would where
+// the script shows how: braces, tildes, its own variables, cd), and the
+// forms through which it may run code that no command shows (arithmetic
+// on variables, ${!x}, ${x@P}, subscripts). It never runs anything; a
+// command it cannot parse is an error, which callers treat as a reason to
+// ask.
+//
+// What it cannot follow — a cd to a directory known only at run time, a
+// variable set by a command, the files a script or archive names — is
+// left to the OS sandbox under the tools.
 package shell
 
 import (
@@ -18,63 +27,122 @@ import (
 // rather than judged.
 const MaxLen = 64 << 10
 
-// maxDepth bounds how deep the scripts of bash -c and eval are followed.
+// maxDepth bounds how deep the scripts of bash -c and eval, and the
+// commands of wrappers, are followed.
 const maxDepth = 4
 
 // Script is what a command would run and touch.
 type Script struct {
 	// Commands are the simple commands in source order, the nested ones
-	// (substitutions, bash -c scripts) included.
+	// (substitutions, bash -c scripts, wrapped commands) included.
 	Commands []Command
 	// Redirects are the files the command's redirections name.
 	Redirects []Redirect
+	// Opaque lists, once each, why the script may run code that none of
+	// its commands shows (arithmetic on variables, ${!x}, ${x@P}, array
+	// subscripts): such a script is judged as a whole, and no grant covers
+	// it.
+	Opaque []string
 }
 
-// Command is one simple command.
+// Command is one simple command: a call, an assignment statement, a
+// declaration, (( … )), let or [[ … ]].
 type Command struct {
 	// Text is the command as written: its assignments and words joined by
-	// one space, redirections left out (they are judged on their own).
+	// one space, redirections left out (they are judged on their own) but
+	// a here-document an interpreter reads included.
 	Text string
 	// Pattern is what rules are matched against: Text with the literal
-	// words' quotes and escapes removed, so that "rm" '-rf' and rm -rf
-	// meet the same rules.
+	// words' quotes and escapes removed and braces expanded, so that "rm"
+	// '-rf' and rm -rf meet the same rules.
 	Pattern string
 	// Words are the literal values of the words, quotes removed; a word
 	// that expands at run time ($VAR, $(…), globs aside) is "" and marked
-	// in Dynamic.
+	// in Dynamic. For an assignment statement they are its assignments.
 	Words   []string
 	Dynamic []bool
 	// Assigns is set when variables are assigned for the command alone
 	// (PATH=… cmd), which can change what it runs.
 	Assigns bool
+	// Assignment is set for a statement that only assigns variables
+	// (X=1 Y=$(id)); it changes every later command.
+	Assignment bool
+	// Wrapped is set for the command that a wrapper (nice rm), a prefix of
+	// assignments (A=1 rm), a path (/bin/rm) or find -exec runs: judged by
+	// the rules like the others, granted only exactly.
+	Wrapped bool
+	// Opaque is why the command runs code its text does not show (its
+	// name is only known at run time, it reads its program from a pipe,
+	// printf -v, test -v …); "" when it does not. No grant covers it.
+	Opaque string
+	// Dirs are the directories it may run in: the script's own, and those
+	// a literal cd before it may have led to.
+	Dirs []string
+	// Args are its arguments expanded as far as the script shows (see
+	// Script); arguments only known at run time are left out.
+	Args []string
+
+	raw []string   // each word as written
+	exp [][]string // each word's expansions, nil when only known at run time
+	fed bool       // a wrapper gives it arguments known only at run time
+	// varies: a variable that changes what runs (PATH, LD_PRELOAD) is
+	// given it a value known only at run time; no grant can pin that.
+	varies bool
 }
 
 // Redirect is one redirection to or from a file.
 type Redirect struct {
-	// Target is the literal file name, or "" when it expands at run time.
-	Target string
+	// Targets are the files it may name, expanded as far as the script
+	// shows; nil when only known at run time.
+	Targets []string
 	// Text is the target as written.
 	Text string
 	// Write is set for redirections that create or change the file.
 	Write bool
+	// Dirs are the directories relative targets are resolved against.
+	Dirs []string
 }
 
 // ErrTooLong is returned for commands over MaxLen bytes.
 var ErrTooLong = fmt.Errorf("command is longer than %d bytes", MaxLen)
 
-// Parse reads src as bash.
-func Parse(src string) (*Script, error) {
+// Parse reads src as bash, with nothing known of where it runs.
+func Parse(src string) (*Script, error) { return ParseIn(src, Env{}) }
+
+// ParseIn reads src as bash that starts in env.
+func ParseIn(src string, env Env) (*Script, error) {
 	if len(src) > MaxLen {
 		return nil, ErrTooLong
 	}
 	s := &Script{}
-	if err := s.add(src, 0); err != nil {
+	w := &walker{s: s, sc: newScope(env)}
+	if err := w.parse(src, 0, w.sc); err != nil {
 		return nil, err
+	}
+	if w.sc.overflow {
+		w.report(whyDirs)
 	}
 	return s, nil
 }
 
-func (s *Script) add(src string, depth int) error {
+// walker walks one parsed script (src) of a Script.
+type walker struct {
+	s     *Script
+	src   string
+	depth int
+	sc    *scope
+	err   error
+	// cond counts the branches, loops and function bodies around the
+	// point walked: what happens there may not happen at all.
+	cond int
+	// chain is set while the simple commands of an && chain are walked:
+	// each runs only if those before it succeeded, a cd included.
+	chain bool
+}
+
+// parse reads src as a script nested depth levels deep (bash -c, eval)
+// and walks it in scope sc.
+func (w *walker) parse(src string, depth int, sc *scope) error {
 	if depth > maxDepth {
 		return errors.New("scripts nested too deep")
 	}
@@ -82,169 +150,57 @@ func (s *Script) add(src string, depth int) error {
 	if err != nil {
 		return err
 	}
-	var inner []string
-	syntax.Walk(f, func(n syntax.Node) bool {
-		switch n := n.(type) {
-		case *syntax.CallExpr:
-			c := command(src, n)
-			if c.Text != "" {
-				s.Commands = append(s.Commands, c)
-			}
-			if script, ok := c.script(); ok {
-				inner = append(inner, script)
-			}
-		case *syntax.DeclClause:
-			s.Commands = append(s.Commands, declCommand(src, n))
-		case *syntax.Redirect:
-			if r, ok := redirect(src, n); ok {
-				s.Redirects = append(s.Redirects, r)
-			}
-		}
-		return true
-	})
-	for _, script := range inner {
-		if err := s.add(script, depth+1); err != nil {
-			return fmt.Errorf("inner script: %w", err)
-		}
+	sub := &walker{s: w.s, src: src, depth: depth, sc: sc, cond: w.cond}
+	sub.stmts(f.Stmts)
+	if sub.err != nil && depth > 0 {
+		return fmt.Errorf("inner script: %w", sub.err)
 	}
-	return nil
+	return sub.err
 }
 
-func text(src string, n syntax.Node) string {
+// inner walks a literal script that a command runs: in the same shell
+// (eval) or a child one (bash -c).
+func (w *walker) inner(src string, shared bool) {
+	sc := w.sc
+	if !shared {
+		sc = sc.clone()
+	}
+	if err := w.parse(src, w.depth+1, sc); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+// reveal walks the command substitutions written inside a literal value
+// (x='a[$(id)0]'), which bash runs if the value is ever evaluated (as a
+// subscript, by ${x@P} or eval). What they run is judged like the rest;
+// a value that does not read as such is left alone.
+func (w *walker) reveal(value string) {
+	if w.depth >= maxDepth || !strings.Contains(value, "$(") && !strings.Contains(value, "`") {
+		return
+	}
+	doc, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Document(strings.NewReader(value))
+	if err != nil || doc == nil {
+		return
+	}
+	sub := &walker{s: w.s, src: value, depth: w.depth + 1, sc: w.sc.clone()}
+	sub.scan(doc)
+}
+
+// report records a script-level reason to judge the script as a whole.
+func (w *walker) report(why string) {
+	for _, o := range w.s.Opaque {
+		if o == why {
+			return
+		}
+	}
+	w.s.Opaque = append(w.s.Opaque, why)
+}
+
+// text is a node's source text.
+func (w *walker) text(n syntax.Node) string {
 	start, end := n.Pos().Offset(), n.End().Offset()
-	if start > end || end > uint(len(src)) {
+	if start > end || end > uint(len(w.src)) {
 		return ""
 	}
-	return src[start:end]
-}
-
-func command(src string, call *syntax.CallExpr) Command {
-	if len(call.Args) == 0 {
-		// Assignments alone run nothing; what their values run (command
-		// substitutions) is walked on its own.
-		return Command{}
-	}
-	var words, pattern []string
-	for _, a := range call.Assigns {
-		words = append(words, text(src, a))
-		pattern = append(pattern, text(src, a))
-	}
-	c := Command{Assigns: len(call.Assigns) > 0}
-	for _, w := range call.Args {
-		t := text(src, w)
-		words = append(words, t)
-		v, ok := Literal(w)
-		if ok {
-			pattern = append(pattern, v)
-		} else {
-			pattern = append(pattern, t)
-			v = ""
-		}
-		c.Words = append(c.Words, v)
-		c.Dynamic = append(c.Dynamic, !ok)
-	}
-	c.Text = strings.Join(words, " ")
-	c.Pattern = strings.Join(pattern, " ")
-	return c
-}
-
-// declCommand reads export, declare, local, readonly and typeset, which
-// change the environment of every later command.
-func declCommand(src string, d *syntax.DeclClause) Command {
-	c := Command{Words: []string{d.Variant.Value}, Dynamic: []bool{false}}
-	words := []string{d.Variant.Value}
-	for _, a := range d.Args {
-		words = append(words, text(src, a))
-		c.Words = append(c.Words, "")
-		c.Dynamic = append(c.Dynamic, true)
-	}
-	c.Text = strings.Join(words, " ")
-	c.Pattern = c.Text
-	return c
-}
-
-func redirect(src string, r *syntax.Redirect) (Redirect, bool) {
-	switch r.Op {
-	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc, syntax.DplIn, syntax.DplOut:
-		// Here-documents carry text, not file names; >&2 and <&0 name
-		// descriptors (a file name after >& is still caught below).
-		if r.Op != syntax.DplOut || r.Word == nil {
-			return Redirect{}, false
-		}
-		if v, ok := Literal(r.Word); ok && (v == "-" || isDigits(v)) {
-			return Redirect{}, false
-		}
-	}
-	if r.Word == nil {
-		return Redirect{}, false
-	}
-	out := Redirect{Text: text(src, r.Word), Write: r.Op != syntax.RdrIn}
-	if v, ok := Literal(r.Word); ok {
-		out.Target = v
-	}
-	return out, true
-}
-
-func isDigits(s string) bool {
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// Literal is the value of a word with its quotes removed, and whether the
-// word is literal: no parameter, command, arithmetic or process
-// substitution. Globs and braces are kept as written.
-func Literal(w *syntax.Word) (string, bool) {
-	var b strings.Builder
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			b.WriteString(unescape(p.Value, false))
-		case *syntax.SglQuoted:
-			if p.Dollar {
-				return "", false
-			}
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			if p.Dollar {
-				return "", false
-			}
-			for _, q := range p.Parts {
-				l, ok := q.(*syntax.Lit)
-				if !ok {
-					return "", false
-				}
-				b.WriteString(unescape(l.Value, true))
-			}
-		default:
-			return "", false
-		}
-	}
-	return b.String(), true
-}
-
-// unescape removes the backslashes bash removes: before any character
-// outside quotes, before $ ` " \ and newline inside double quotes.
-func unescape(s string, quoted bool) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			next := s[i+1]
-			if !quoted || strings.IndexByte("$`\"\\\n", next) >= 0 {
-				i++
-				if next != '\n' {
-					b.WriteByte(next)
-				}
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return w.src[start:end]
 }

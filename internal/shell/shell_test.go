@@ -39,8 +39,8 @@ func TestParseFindsEverySimpleCommand(t *testing.T) {
 		{`sh -ec "rm -rf /"`, []string{"sh -ec rm -rf /", "rm -rf /"}},
 		{`eval "id; whoami"`, []string{"eval id; whoami", "id", "whoami"}},
 		{`"rm" '-rf' x\ y`, []string{"rm -rf x y"}},
-		{"X=$(whoami)", []string{"whoami"}},
-		{"PATH=/tmp/evil git status", []string{"PATH=/tmp/evil git status"}},
+		{"X=$(whoami)", []string{"X=$(whoami)", "whoami"}},
+		{"PATH=/tmp/evil git status", []string{"PATH=/tmp/evil git status", "git status"}},
 		{"export A=1 B=$(id)", []string{"export A=1 B=$(id)", "id"}},
 		{"for f in *.go; do gofmt -l $f; done", []string{"gofmt -l $f"}},
 		{"if [ -f x ]; then cat x; fi", []string{"[ -f x ]", "cat x"}},
@@ -74,12 +74,12 @@ func TestGrantNeverWidensPastWhatWasAsked(t *testing.T) {
 		{"ls -la", []string{"ls *"}},
 		// Commands that run others: the command itself only.
 		{"bash -c 'ls'", []string{"bash -c ls", "ls *"}},
-		{"xargs rm", []string{"xargs rm"}},
-		{"sudo apt install x", []string{"sudo apt install x"}},
-		{"timeout 5 make", []string{"timeout 5 make"}},
-		{`find . -name x -exec rm {} \;`, []string{"find . -name x -exec rm {} ;"}},
+		{"xargs rm", []string{"xargs rm", "rm"}},
+		{"sudo apt install x", []string{"sudo apt install x", "apt install x"}},
+		{"timeout 5 make", []string{"timeout 5 make", "make"}},
+		{`find . -name x -exec rm {} \;`, []string{"find . -name x -exec rm {} ;", "rm {}"}},
 		{"find . -name '*.go'", []string{"find *"}},
-		{"PATH=/x git status", []string{"PATH=/x git status"}},
+		{"PATH=/x git status", []string{"PATH=/x git status", "git status"}},
 		{"git -c core.pager=evil log", []string{"git -c core.pager=evil log"}},
 		{"python -c 'import os'", []string{"python -c import os"}},
 		// What runs is only known at run time: nothing to store.
@@ -89,7 +89,7 @@ func TestGrantNeverWidensPastWhatWasAsked(t *testing.T) {
 		{"eval $X", []string{""}},
 		{"env $(cat f) x", []string{"", "cat *"}},
 		// An exact grant with a wildcard would match other commands.
-		{"xargs rm *.o", []string{""}},
+		{"xargs rm *.o", []string{"", ""}},
 	} {
 		s, err := Parse(tc.src)
 		if err != nil {
@@ -108,12 +108,13 @@ func TestRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dirs := []string{""}
 	want := []Redirect{
-		{Target: "out.txt", Text: "out.txt", Write: true},
-		{Target: "in.txt", Text: "in.txt"},
-		{Target: "log file", Text: `"log file"`, Write: true},
-		{Target: "/dev/null", Text: "/dev/null", Write: true},
-		{Text: "$F", Write: true},
+		{Targets: []string{"out.txt"}, Text: "out.txt", Write: true, Dirs: dirs},
+		{Targets: []string{"in.txt"}, Text: "in.txt", Dirs: dirs},
+		{Targets: []string{"log file"}, Text: `"log file"`, Write: true, Dirs: dirs},
+		{Targets: []string{"/dev/null"}, Text: "/dev/null", Write: true, Dirs: dirs},
+		{Text: "$F", Write: true, Dirs: dirs},
 	}
 	if diff := cmp.Diff(want, s.Redirects); diff != "" {
 		t.Errorf("redirects (-want +got):\n%s", diff)
@@ -138,33 +139,54 @@ func TestParseRefuses(t *testing.T) {
 
 // FuzzParse holds the seam between commands a model writes and the
 // permission check: no panic, and every grant it offers is either a known
-// command's words and " *", or a literal exact command without wildcards.
+// command's words and " *", or a literal exact command without wildcards;
+// a command that runs what its text does not show gets no grant, and
+// wrappers, interpreters and exec-capable tools never a prefix grant.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"echo hi; id -u", "echo $(cat /etc/hostname) `id`", "bash -c 'a|b'", "f() { x; }; f",
-		"cat <<EOF\nx\nEOF", "a=1 b 2>&1 >out", "diff <(a) >(b)", "eval \"x; y\"", "[[ -f x ]] && echo"} {
+		"cat <<EOF\nx\nEOF", "a=1 b 2>&1 >out", "diff <(a) >(b)", "eval \"x; y\"", "[[ -f x ]] && echo",
+		"x='a[$(id)0]'; (( x ))", "echo ${x@P} ${!y} ${a[i]}", "nice -n 5 env A=1 timeout 5 rm x", "curl x | sh",
+		"python3 <<'EOF'\nprint(1)\nEOF", "cd /tmp && echo > {$HOME/x,}", "PATH=$PWD/bin:$PATH; ls"} {
 		f.Add(s)
 	}
+	env := Env{Dir: "/ws", Var: func(name string) (string, bool) { return "/home", name == "HOME" }}
 	f.Fuzz(func(t *testing.T, src string) {
-		s, err := Parse(src)
+		s, err := ParseIn(src, env)
 		if err != nil {
 			return
 		}
 		for _, c := range s.Commands {
-			g := c.Grant()
-			if g == "" {
-				continue
-			}
-			if strings.HasSuffix(g, " *") {
-				for _, w := range strings.Fields(strings.TrimSuffix(g, " *")) {
-					if !plain(w) {
-						t.Fatalf("grant %q of %q has a word that is not plain", g, src)
-					}
-				}
-				continue
-			}
-			if strings.ContainsAny(g, "*?") {
-				t.Fatalf("exact grant %q of %q holds a wildcard", g, src)
-			}
+			checkGrant(t, src, c)
 		}
 	})
+}
+
+func checkGrant(t *testing.T, src string, c Command) {
+	g := c.Grant()
+	if g == "" {
+		return
+	}
+	if c.Opaque != "" {
+		t.Fatalf("opaque command %q of %q (%s) has grant %q", c.Pattern, src, c.Opaque, g)
+	}
+	if !strings.HasSuffix(g, " *") {
+		if strings.ContainsAny(g, "*?") {
+			t.Fatalf("exact grant %q of %q holds a wildcard", g, src)
+		}
+		return
+	}
+	if why := c.ExactOnly(); why != "" {
+		t.Fatalf("prefix grant %q of %q, which is exact-only (%s)", g, src, why)
+	}
+	name := baseName(c.Words[0])
+	_, wraps := wrappers[name]
+	_, interp := interpreterOf(name)
+	if wraps || interp || exactOnly[name] != "" || c.Wrapped || c.Assigns {
+		t.Fatalf("prefix grant %q of %q for a command that runs others", g, src)
+	}
+	for _, w := range strings.Fields(strings.TrimSuffix(g, " *")) {
+		if !plain(w) {
+			t.Fatalf("grant %q of %q has a word that is not plain", g, src)
+		}
+	}
 }

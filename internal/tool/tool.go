@@ -70,14 +70,25 @@ type Need struct {
 	// denies), for calls whose patterns cannot be trusted to say what the
 	// call does, such as a shell command that does not parse.
 	Ask bool
+	// Opaque are those of Patterns that run something their text does not
+	// show (a command named at run time, a program piped into a shell,
+	// arithmetic on a variable): rules cannot be checked against what
+	// they run, so where the operator or the client denies anything of
+	// the permission, they are denied too.
+	Opaque []string
 }
 
 // Decide is the need's action under the operator's, the client's and the
-// granted rules: deny when a pattern is denied, ask when one asks (or the
-// need always asks), else allow.
+// granted rules: deny when a pattern is denied (or is opaque where
+// something is denied), ask when one asks (or the need always asks), else
+// allow.
 func (n Need) Decide(operator, client, granted []core.Rule) string {
 	action := core.ActionAllow
+	denies := len(n.Opaque) > 0 && (permission.DeniesAny(operator, n.Permission) || permission.DeniesAny(client, n.Permission))
 	for _, pat := range n.Patterns {
+		if denies && slices.Contains(n.Opaque, pat) {
+			return core.ActionDeny
+		}
 		decide := permission.Decide
 		if slices.Contains(n.Exact, pat) {
 			decide = permission.DecideExact

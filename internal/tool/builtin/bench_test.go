@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,4 +79,21 @@ func reportPercentiles(b *testing.B, took []time.Duration) {
 	ms := func(q float64) float64 { return float64(took[int(q*float64(len(took)-1))]) / 1e6 }
 	b.ReportMetric(ms(0.5), "p50-ms")
 	b.ReportMetric(ms(0.99), "p99-ms")
+}
+// BenchmarkBashNeeds is the cost of judging a typical agent command before
+// it runs: parse, expansions, and a path check of every argument.
+func BenchmarkBashNeeds(b *testing.B) {
+	ws := b.TempDir()
+	for _, cmd := range []string{
+		"go test ./...",
+		`cd sub && for f in *.go; do gofmt -l "$f"; done | head -20 > out.txt; git status --short && echo "done $(date)"`,
+	} {
+		in, _ := json.Marshal(map[string]string{"command": cmd})
+		call := tool.Call{Directory: ws, Input: in}
+		b.Run(strconv.Itoa(len(cmd)), func(b *testing.B) {
+			for b.Loop() {
+				Bash{}.Needs(call)
+			}
+		})
+	}
 }

@@ -160,7 +160,9 @@ func externalNeed(call tool.Call, p string, readOnly bool) []tool.Need {
 }
 
 // pathNeeds decodes the named path field of a call's input and returns its
-// needs: external_directory when outside, and perm (if set) for the path.
+// needs: external_directory when outside, perm (if set) for the path, and
+// for an edit in .git/ or .agentd/ edit_protected, which the default
+// rules ask.
 func pathNeeds(call tool.Call, field, perm string) []tool.Need {
 	var in map[string]any
 	if json.Unmarshal(call.Input, &in) != nil {
@@ -178,6 +180,9 @@ func pathNeeds(call tool.Call, field, perm string) []tool.Need {
 		}
 		r := rel(call.Directory, abs)
 		needs = append(needs, tool.Need{Permission: perm, Patterns: []string{r}, Always: []string{"*"}, Title: perm + " " + r})
+		if perm == "edit" && Protected(r) {
+			needs = append(needs, protectedNeed([]string{r}))
+		}
 	}
 	return needs
 }
