@@ -80,6 +80,7 @@ func reportPercentiles(b *testing.B, took []time.Duration) {
 	b.ReportMetric(ms(0.5), "p50-ms")
 	b.ReportMetric(ms(0.99), "p99-ms")
 }
+
 // BenchmarkBashNeeds is the cost of judging a typical agent command before
 // it runs: parse, expansions, and a path check of every argument.
 func BenchmarkBashNeeds(b *testing.B) {
