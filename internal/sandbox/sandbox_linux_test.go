@@ -1,12 +1,13 @@
 package sandbox
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -310,43 +311,76 @@ func TestDialHelper(t *testing.T) {
 	os.Stdout.WriteString("DIALED\n")
 }
 
-// TestPdeathsigKept: the command still dies with the thread that started
+// TestPdeathsigKept: the command still dies with the process that started
 // it (the trampoline's exec keeps the parent-death signal), as the bash
-// tool's containment expects.
+// tool's containment expects. The starting process is a helper (this
+// test binary) killed with SIGKILL: a thread of this process cannot stand
+// for it, since Go keeps the main thread alive when a locked goroutine
+// that ran on it ends, and the signal would then never come.
 func TestPdeathsigKept(t *testing.T) {
 	need(t, 1)
 	t.Parallel()
-	s := sandboxAt(t, ABI(), Config{})
-	cmd := exec.Command("sleep", "600")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	release, err := s.Wrap(cmd, Spec{Dir: dir(t)})
+	helper := exec.Command(os.Args[0], "-test.run=^TestPdeathsigHelper$")
+	helper.Env = append(os.Environ(), "SANDBOX_PDEATH_DIR="+dir(t))
+	out, err := helper.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
-	started := make(chan error)
-	go func() {
-		// The goroutine ends locked: Go ends its thread, the parent of
-		// the command.
-		runtime.LockOSThread()
-		started <- cmd.Start()
-	}()
-	if err := <-started; err != nil {
+	if err := helper.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	select {
-	case err := <-waited:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Errorf("the command ended with %v, want SIGKILL", err)
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-waited
-		t.Error("the command outlived the thread that started it")
+	defer helper.Wait()
+	defer helper.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	pid, perr := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || perr != nil {
+		t.Fatalf("helper said %q: %v %v", line, err, perr)
 	}
+	if err := helper.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatal("the command outlived the process that started it")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPdeathsigHelper is the starting process of TestPdeathsigKept: it
+// starts a confined sleep with a parent-death signal, prints its pid, and
+// waits to be killed.
+func TestPdeathsigHelper(t *testing.T) {
+	d := os.Getenv("SANDBOX_PDEATH_DIR")
+	if d == "" {
+		return
+	}
+	s := sandboxAt(t, ABI(), Config{})
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if _, err := s.Wrap(cmd, Spec{Dir: d}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(cmd.Process.Pid)
+	time.Sleep(time.Minute)
+	cmd.Process.Kill()
+	t.Fatal("not killed")
+}
+
+// alive reports whether pid is a process that has not ended (a zombie
+// has).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 // TestTrampolineFailsClosed: a trampoline that cannot confine itself does

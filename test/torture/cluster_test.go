@@ -167,7 +167,7 @@ func TestClusterKillTakeover(t *testing.T) {
 		}
 		sids = append(sids, s.ID)
 		tok := "tok" + strconv.Itoa(i)
-		err = a.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo ` + tok + ` >> ../counter.txt; sleep 30"}` + "\nreply:done " + tok})
+		err = a.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo ` + tok + ` >> counter.txt; sleep 30"}` + "\nreply:done " + tok})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestClusterKillTakeover(t *testing.T) {
 	// Wait until node 0 runs the tools.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		b, _ := os.ReadFile(filepath.Join(cl.dir, "counter.txt"))
+		b, _ := os.ReadFile(filepath.Join(cl.dir, "ws", "counter.txt"))
 		if strings.Count(string(b), "tok") == 4 {
 			break
 		}
@@ -215,7 +215,7 @@ func TestClusterKillTakeover(t *testing.T) {
 	t.Logf("node 0 held %d leases; every run ended %s after its kill", owned, time.Since(killed).Round(time.Millisecond))
 	cl.noSpuriousFencing(t)
 	// Each tool ran once; each tool call's outcome is unknown.
-	data, _ := os.ReadFile(filepath.Join(cl.dir, "counter.txt"))
+	data, _ := os.ReadFile(filepath.Join(cl.dir, "ws", "counter.txt"))
 	for i := range 4 {
 		if n := strings.Count(string(data), "tok"+strconv.Itoa(i)+"\n"); n != 1 {
 			t.Errorf("tool tok%d ran %d times", i, n)
@@ -290,13 +290,13 @@ func TestClusterZombieFenced(t *testing.T) {
 	}
 	// The tool takes 10 s in small steps, then leaves a mark: the mark must
 	// never appear, since the zombie's tool is killed when it thaws.
-	err = a.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo started >> ../zombie.txt; for i in $(seq 100); do sleep 0.1; done; echo ZOMBIE >> ../zombie.txt"}` + "\nreply:after the takeover"})
+	err = a.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo started >> zombie.txt; for i in $(seq 100); do sleep 0.1; done; echo ZOMBIE >> zombie.txt"}` + "\nreply:after the takeover"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		data, _ := os.ReadFile(filepath.Join(cl.dir, "zombie.txt"))
+		data, _ := os.ReadFile(filepath.Join(cl.dir, "ws", "zombie.txt"))
 		if strings.Contains(string(data), "started") {
 			break
 		}
@@ -345,7 +345,7 @@ func TestClusterZombieFenced(t *testing.T) {
 	cl.srvs[0].signal(syscall.SIGCONT)
 	// Longer than the rest of the tool's 10 s.
 	time.Sleep(11 * time.Second)
-	data, _ := os.ReadFile(filepath.Join(cl.dir, "zombie.txt"))
+	data, _ := os.ReadFile(filepath.Join(cl.dir, "ws", "zombie.txt"))
 	if strings.Contains(string(data), "ZOMBIE") {
 		t.Error("the zombie's tool process was not stopped")
 	}
@@ -520,8 +520,8 @@ func TestClusterControlFromAnyNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pidFile := filepath.Join(cl.dir, "sleeper.pid")
-	err = cl.clients[0].SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo $$ > ../sleeper.pid; exec sleep 600"}` + "\nreply:never"})
+	pidFile := filepath.Join(cl.dir, "ws", "sleeper.pid")
+	err = cl.clients[0].SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo $$ > sleeper.pid; exec sleep 600"}` + "\nreply:never"})
 	if err != nil {
 		t.Fatal(err)
 	}

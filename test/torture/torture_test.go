@@ -269,7 +269,7 @@ func runTorture(t *testing.T, dir string, seconds, nodes int, db string, open fu
 				case 1:
 					text = "sleep:" + strconv.Itoa(2+randN(6)) + "\nreply:slow " + token
 				case 2, 3:
-					text = `tool:bash:{"command":"echo ` + token + ` >> ../counter.txt; sleep 0.` + strconv.Itoa(randN(9)) + `"}` + "\nreply:counted"
+					text = `tool:bash:{"command":"echo ` + token + ` >> counter.txt; sleep 0.` + strconv.Itoa(randN(9)) + `"}` + "\nreply:counted"
 				case 4:
 					text = "fail:503x1\nreply:after retry " + token
 				case 5:
@@ -380,7 +380,7 @@ func runTorture(t *testing.T, dir string, seconds, nodes int, db string, open fu
 	for _, cs := range consumers {
 		seen = append(seen, cs.seen)
 	}
-	verify(t, st, acc, samples, seen, filepath.Join(dir, "counter.txt"), kills)
+	verify(t, st, acc, samples, seen, filepath.Join(ws, "counter.txt"), kills)
 	keptMatchesStore(t, logFile.Name())
 }
 
