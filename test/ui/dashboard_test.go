@@ -327,6 +327,9 @@ func TestDashboardPermission(t *testing.T) {
 	if got := p.eval(`document.querySelector("[data-testid=permission]").textContent`); !strings.Contains(got, "bash") || !strings.Contains(got, "echo from-the-shell") {
 		t.Errorf("permission card = %q", got)
 	}
+	// The header gains its waiting line once the status arrives: a click
+	// aimed before that shift lands beside the button.
+	p.waitJS(`document.querySelector("h1 [data-testid=status]")?.textContent.includes("waiting permission")`, "the waiting status")
 	p.do(chromedp.Click(`[data-testid="perm-once"]`))
 	if o := p.outcome(1); o != "succeeded" {
 		t.Fatalf("outcome = %q", o)
