@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,6 +24,9 @@ type InputPart struct {
 	Mime      string `json:"mime,omitempty"`
 	URL       string `json:"url,omitempty"`
 	Filename  string `json:"filename,omitempty"`
+	// Source is where a file part came from (opencode's FilePartSource,
+	// kept as sent: the TUI puts an @mention back in place with it).
+	Source json.RawMessage `json:"source,omitempty"`
 }
 
 // PromptInput is a prompt as admitted by the engine.
@@ -95,8 +100,11 @@ func (in *PromptInput) Validate() error {
 		default:
 			return &InputError{fmt.Sprintf("parts[%d].type: unsupported part type %q (want text or file)", i, p.Type)}
 		}
-		if len(p.Mime)+len(p.Filename) > maxPartMetaSize {
-			return &InputError{fmt.Sprintf("parts[%d]: mime and filename over the limit of %d bytes", i, maxPartMetaSize)}
+		if len(p.Mime)+len(p.Filename)+len(p.Source) > maxPartMetaSize {
+			return &InputError{fmt.Sprintf("parts[%d]: mime, filename and source over the limit of %d bytes", i, maxPartMetaSize)}
+		}
+		if len(p.Source) > 0 && !bytes.HasPrefix(bytes.TrimSpace(p.Source), []byte("{")) {
+			return &InputError{fmt.Sprintf("parts[%d].source: want an object (opencode's FilePartSource)", i)}
 		}
 		if p.ID != "" && !core.ValidID(core.PrefixPart, p.ID) {
 			return &InputError{fmt.Sprintf("parts[%d].id: %q is not a part id (prt_…)", i, p.ID)}
@@ -136,6 +144,10 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	if err != nil {
 		return Admission{}, err
 	}
+	typed := in.Parts
+	if in.Parts, err = e.attachFiles(ctx, in, ag, sess, model); err != nil {
+		return Admission{}, err
+	}
 	var res admitted
 	admit := func(tx store.Tx) error {
 		var err error
@@ -164,7 +176,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		e.kick(sessionID)
 	}
 	if res.titled {
-		e.titleLater(sessionID, model, in.Parts)
+		e.titleLater(sessionID, model, typed)
 	}
 	return adm, nil
 }
@@ -385,7 +397,7 @@ func writePrompt(w *writer, in PromptInput, msg core.Message) error {
 	w.messageEvent(msg)
 	for _, ip := range in.Parts {
 		p := core.Part{ID: ip.ID, SessionID: msg.SessionID, MessageID: msg.ID, Type: ip.Type,
-			Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
+			Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename, Source: ip.Source}
 		if p.ID == "" {
 			p.ID = core.NewID(core.PrefixPart, false)
 		}
