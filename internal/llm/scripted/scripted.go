@@ -238,27 +238,30 @@ func (*Model) Input(string) llm.Modalities { return llm.Modalities{Image: true, 
 // attachments describes the pictures and documents of the latest user
 // message, one per line, as the model received them.
 func attachments(msgs []llm.Message) string {
+	last := -1
+	for i := len(msgs) - 1; i >= 0 && last < 0; i-- {
+		if msgs[i].Role == llm.RoleUser && hasText(msgs[i]) {
+			last = i
+		}
+	}
+	if last < 0 {
+		return "no attachments"
+	}
 	var lines []string
-	for i := len(msgs) - 1; i >= 0 && len(lines) == 0; i-- {
-		if msgs[i].Role != llm.RoleUser || !hasText(msgs[i]) {
+	for _, c := range msgs[last].Content {
+		if c.Type != llm.ContentImage && c.Type != llm.ContentDocument {
 			continue
 		}
-		for _, c := range msgs[i].Content {
-			if c.Type != llm.ContentImage && c.Type != llm.ContentDocument {
-				continue
-			}
-			what := c.URL
-			if what == "" {
-				raw, _ := base64.StdEncoding.DecodeString(c.Data)
-				what = fmt.Sprintf("%s %d bytes", c.MediaType, len(raw))
-			}
-			line := c.Type + " " + what
-			if c.Filename != "" {
-				line += " " + c.Filename
-			}
-			lines = append(lines, line)
+		what := c.URL
+		if what == "" {
+			raw, _ := base64.StdEncoding.DecodeString(c.Data)
+			what = fmt.Sprintf("%s %d bytes", c.MediaType, len(raw))
 		}
-		break
+		line := c.Type + " " + what
+		if c.Filename != "" {
+			line += " " + c.Filename
+		}
+		lines = append(lines, line)
 	}
 	if len(lines) == 0 {
 		return "no attachments"
