@@ -91,23 +91,8 @@ func (in *PromptInput) Validate() error {
 		return &InputError{fmt.Sprintf("system: %d bytes is over the limit of %d bytes", len(in.System), MaxSystemBytes)}
 	}
 	for i, p := range in.Parts {
-		switch p.Type {
-		case core.PartText:
-		case core.PartFile:
-			if p.URL == "" || p.Mime == "" {
-				return &InputError{fmt.Sprintf("parts[%d]: a file part needs mime and url", i)}
-			}
-		default:
-			return &InputError{fmt.Sprintf("parts[%d].type: unsupported part type %q (want text or file)", i, p.Type)}
-		}
-		if len(p.Mime)+len(p.Filename)+len(p.Source) > maxPartMetaSize {
-			return &InputError{fmt.Sprintf("parts[%d]: mime, filename and source over the limit of %d bytes", i, maxPartMetaSize)}
-		}
-		if len(p.Source) > 0 && !bytes.HasPrefix(bytes.TrimSpace(p.Source), []byte("{")) {
-			return &InputError{fmt.Sprintf("parts[%d].source: want an object (opencode's FilePartSource)", i)}
-		}
-		if p.ID != "" && !core.ValidID(core.PrefixPart, p.ID) {
-			return &InputError{fmt.Sprintf("parts[%d].id: %q is not a part id (prt_…)", i, p.ID)}
+		if err := p.validate(i); err != nil {
+			return err
 		}
 	}
 	if in.MessageID != "" && !core.ValidID(core.PrefixMessage, in.MessageID) {
@@ -118,6 +103,29 @@ func (in *PromptInput) Validate() error {
 	}
 	if in.Model != nil && (strings.TrimSpace(in.Model.ProviderID) == "" || strings.TrimSpace(in.Model.ModelID) == "") {
 		return &InputError{"model: providerID and modelID are both required"}
+	}
+	return nil
+}
+
+// validate checks the i-th part of a prompt.
+func (p InputPart) validate(i int) error {
+	switch p.Type {
+	case core.PartText:
+	case core.PartFile:
+		if p.URL == "" || p.Mime == "" {
+			return &InputError{fmt.Sprintf("parts[%d]: a file part needs mime and url", i)}
+		}
+	default:
+		return &InputError{fmt.Sprintf("parts[%d].type: unsupported part type %q (want text or file)", i, p.Type)}
+	}
+	if len(p.Mime)+len(p.Filename)+len(p.Source) > maxPartMetaSize {
+		return &InputError{fmt.Sprintf("parts[%d]: mime, filename and source over the limit of %d bytes", i, maxPartMetaSize)}
+	}
+	if len(p.Source) > 0 && !bytes.HasPrefix(bytes.TrimSpace(p.Source), []byte("{")) {
+		return &InputError{fmt.Sprintf("parts[%d].source: want an object (opencode's FilePartSource)", i)}
+	}
+	if p.ID != "" && !core.ValidID(core.PrefixPart, p.ID) {
+		return &InputError{fmt.Sprintf("parts[%d].id: %q is not a part id (prt_…)", i, p.ID)}
 	}
 	return nil
 }
