@@ -33,8 +33,16 @@ func TestRunAttachFiles(t *testing.T) {
 	if want := "image image/png " + strconv.Itoa(b.Len()) + " bytes"; r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Fatalf("the model did not get the picture (want %q): exit %d, stdout %q", want, r.code, r.stdout)
 	}
+	n.rec.mu.Lock()
+	from := len(n.rec.exchanges)
+	n.rec.mu.Unlock()
 	r = n.opencode(t, "what does it say", "--file", "hello.txt")
 	if r.code != 0 || !strings.Contains(r.stdout, "hello from the workspace") {
+		n.rec.mu.Lock()
+		for _, ex := range n.rec.exchanges[from:] {
+			t.Logf("%s %s → %d %.300s", ex.method, ex.path, ex.status, ex.body)
+		}
+		n.rec.mu.Unlock()
 		t.Fatalf("the model did not read the file: exit %d, stdout %q", r.code, r.stdout)
 	}
 	n.rec.check(t)
