@@ -312,12 +312,19 @@ type FilePart struct {
 	Mime     string `json:"mime"`
 	Filename string `json:"filename,omitempty"`
 	URL      string `json:"url"`
+	// Source, when set, is where the file came from (opencode's
+	// FilePartSource); the server keeps it with the part.
+	Source json.RawMessage `json:"source,omitempty"`
 }
 
 func (p Prompt) body() map[string]any {
 	parts := []map[string]any{{"type": "text", "text": p.Text}}
 	for _, f := range p.Files {
-		parts = append(parts, map[string]any{"type": "file", "mime": f.Mime, "filename": f.Filename, "url": f.URL})
+		fp := map[string]any{"type": "file", "mime": f.Mime, "filename": f.Filename, "url": f.URL}
+		if len(f.Source) > 0 {
+			fp["source"] = f.Source
+		}
+		parts = append(parts, fp)
 	}
 	b := map[string]any{"parts": parts}
 	if p.MessageID != "" {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	pngenc "image/png"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -267,6 +269,45 @@ func TestRunContinuesAndAttaches(t *testing.T) {
 	}
 	if r := c.run("run", "--continue", "--session", "ses_x", "reply:x"); r.code != 2 {
 		t.Errorf("--continue with --session: %s", r)
+	}
+}
+
+// TestRunAttachesPictures: --file shot.png reaches the model as a picture
+// (an image block over the wire, not text), a directory as its listing,
+// and a model without image input refuses the picture before any call.
+func TestRunAttachesPictures(t *testing.T) {
+	t.Parallel()
+	fake := fakellm.New(fakellm.Options{Record: true})
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	c := newCLI(t)
+	c.write("agentd.json", fmt.Sprintf(`{"provider": {"fake": {"npm": "@ai-sdk/anthropic", "options": {"baseURL": %q, "apiKey": "k"},
+		"models": {"eyes": {"attachment": true}, "plain": {}}}}, "model": "fake/eyes"}`, srv.URL+"/v1"))
+	img := image.NewGray(image.Rect(0, 0, 3, 3))
+	var png bytes.Buffer
+	if err := pngenc.Encode(&png, img); err != nil {
+		t.Fatal(err)
+	}
+	c.write("shot.png", png.String())
+	if err := os.MkdirAll(filepath.Join(c.dir, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.write("lib/util.go", "package lib\n")
+
+	r := c.mustRun("run", "--file", "shot.png", "--file", "lib", "attachments:")
+	if want := fmt.Sprintf("image image/png %d bytes", png.Len()); !strings.Contains(r.stdout, want) {
+		t.Errorf("the model did not see the picture (want %q): %s", want, r)
+	}
+	rec := fake.Recorded()
+	last := rec[len(rec)-1]
+	if !bytes.Contains(last.Body, []byte(`"type":"image"`)) || !bytes.Contains(last.Body, []byte("util.go")) {
+		t.Errorf("the provider got no image block or no listing: %.600s", last.Body)
+	}
+	if r := c.run("run", "--model", "fake/plain", "--file", "shot.png", "reply:x"); r.code != 1 || !strings.Contains(r.stderr, "does not take image input") {
+		t.Errorf("a picture for a text-only model: %s", r)
+	}
+	if len(fake.Recorded()) != len(rec) {
+		t.Error("the provider was called for a refused prompt")
 	}
 }
 

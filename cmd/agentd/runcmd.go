@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/lockfile"
 )
 
@@ -36,6 +39,7 @@ talks to a running server, whose configuration decides.`,
 		`OPENAI_API_KEY=sk-… agentd run --model openai/gpt-4.1 "explain main.go"`,
 		`agentd run --continue "and now the tests"    # the last session of this directory`,
 		`agentd run --file notes.md "summarize this"`,
+		`agentd run --model anthropic/claude-sonnet-4-5 --file shot.png "what is wrong here?"`,
 		`agentd run --yes "tool:bash:{\"command\":\"ls\"}"        # allow every permission ask`,
 		`agentd run --format json "reply:hi" | jq -r 'select(.type=="text") | .part.text'`,
 		`agentd run --url http://127.0.0.1:4096 "sleep:5"           # a running server`,
@@ -71,7 +75,7 @@ func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) 
 	fs.BoolVar(&o.cont, "continue", false, "continue the most recent session of this directory")
 	fs.StringVar(&o.model, "model", "", "provider/model to answer (default: the configuration's)")
 	fs.StringVar(&o.agent, "agent", "", "agent to answer (default build)")
-	fs.Func("file", "attach a text file to the prompt (repeatable)", func(s string) error { o.files = append(o.files, s); return nil })
+	fs.Func("file", "attach a file to the prompt: text, a picture, a PDF or a directory (repeatable)", func(s string) error { o.files = append(o.files, s); return nil })
 	fs.StringVar(&o.busy, "busy", "", "if the session is busy: steer, queue, reject or interrupt")
 	fs.StringVar(&o.format, "format", "default", "output: default (text), or json (one event per line, opencode's run shapes)")
 	fs.BoolVar(&o.yes, "yes", false, "allow every permission ask (once each) without asking")
@@ -211,12 +215,23 @@ func pickSession(ctx context.Context, c *client.Client, o runFlags, wd string) (
 // request body.
 const maxAttach = 4 << 20
 
-// filePart reads a text file into a file part whose data travels with the
-// prompt, so that the model reads what the file held when it was sent.
+// filePart reads a file into a file part whose data travels with the
+// prompt, so that the model reads what the file held when it was sent: a
+// text file, a picture (PNG, JPEG, GIF, WebP) or a PDF, typed by what its
+// bytes are. A directory goes as its file: URL, which the server lists
+// (as opencode run --file sends it).
 func filePart(path string) (client.FilePart, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return client.FilePart{}, fmt.Errorf("--file: %w", err)
+	}
+	if st.IsDir() {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return client.FilePart{}, fmt.Errorf("--file: %w", err)
+		}
+		return client.FilePart{Mime: "application/x-directory", Filename: filepath.Base(abs),
+			URL: (&url.URL{Scheme: "file", Path: abs}).String()}, nil
 	}
 	if !st.Mode().IsRegular() {
 		return client.FilePart{}, fmt.Errorf("--file %s: not a regular file", path)
@@ -228,14 +243,18 @@ func filePart(path string) (client.FilePart, error) {
 	if err != nil {
 		return client.FilePart{}, fmt.Errorf("--file: %w", err)
 	}
-	if !utf8.Valid(data) {
-		return client.FilePart{}, fmt.Errorf("--file %s: not text (only text files can be attached)", path)
+	typ, _, _ := strings.Cut(http.DetectContentType(data), ";")
+	switch {
+	case llm.ModalityOf(typ) != "":
+	case utf8.Valid(data):
+		typ = mime.TypeByExtension(filepath.Ext(path))
+		if typ == "" || !strings.HasPrefix(typ, "text/") && !strings.Contains(typ, "json") && !strings.Contains(typ, "xml") {
+			typ = "text/plain"
+		}
+		typ, _, _ = strings.Cut(typ, ";")
+	default:
+		return client.FilePart{}, fmt.Errorf("--file %s: not text, a picture (PNG, JPEG, GIF, WebP) or a PDF", path)
 	}
-	typ := mime.TypeByExtension(filepath.Ext(path))
-	if typ == "" || !strings.HasPrefix(typ, "text/") && !strings.Contains(typ, "json") && !strings.Contains(typ, "xml") {
-		typ = "text/plain"
-	}
-	typ, _, _ = strings.Cut(typ, ";")
 	return client.FilePart{Mime: typ, Filename: filepath.Base(path),
 		URL: "data:" + typ + ";base64," + base64.StdEncoding.EncodeToString(data)}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/scripted"
 	"github.com/agentd/agentd/internal/permission"
 	"github.com/agentd/agentd/internal/server"
@@ -15,7 +16,7 @@ import (
 // scriptedProvider describes the built-in offline model.
 func scriptedProvider() server.Provider {
 	return server.Provider{ID: scripted.ProviderID, Name: "agentd", Source: "custom",
-		Models: []server.Model{{ID: scripted.ModelID, Name: "Scripted (offline)"}}}
+		Models: []server.Model{{ID: scripted.ModelID, Name: "Scripted (offline)", Image: true, PDF: true}}}
 }
 
 // Catalog describes a configuration to opencode's clients: its providers
@@ -46,16 +47,25 @@ func Catalog(f config.File, def core.ModelRef, rules []core.Rule, agents []agent
 			if name == "" {
 				name = mid
 			}
-			sp.Models = append(sp.Models, server.Model{ID: mid, Name: name, Context: m.Limit.Context, Output: m.Limit.Output})
+			in := m.Input(mid)
+			sp.Models = append(sp.Models, server.Model{ID: mid, Name: name, Context: m.Limit.Context, Output: m.Limit.Output,
+				Image: in.Image, PDF: in.PDF})
 			mv := map[string]any{"name": name}
 			if m.Limit.Context > 0 && m.Limit.Output > 0 {
 				mv["limit"] = map[string]int{"context": m.Limit.Context, "output": m.Limit.Output}
+			}
+			if m.Attachment != nil {
+				mv["attachment"] = *m.Attachment
+			}
+			if md := m.Modalities; md != nil {
+				mv["modalities"] = map[string][]string{"input": append([]string{}, md.Input...), "output": append([]string{}, md.Output...)}
 			}
 			models[mid] = mv
 		}
 		// A provider that takes any model id still offers the default.
 		if len(p.Models) == 0 && def.ProviderID == id {
-			sp.Models = append(sp.Models, server.Model{ID: def.ModelID, Name: def.ModelID})
+			in, _ := llm.KnownInput(def.ModelID)
+			sp.Models = append(sp.Models, server.Model{ID: def.ModelID, Name: def.ModelID, Image: in.Image, PDF: in.PDF})
 		}
 		sort.Slice(sp.Models, func(i, j int) bool { return sp.Models[i].ID < sp.Models[j].ID })
 		c.Providers = append(c.Providers, sp)

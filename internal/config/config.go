@@ -310,11 +310,18 @@ type Model struct {
 	// thinking); Variants are named option sets a prompt may choose.
 	Options  map[string]any            `json:"options"`
 	Variants map[string]map[string]any `json:"variants"`
+	// Modalities.Input lists what the model takes ("text", "image",
+	// "pdf" …; opencode's keys); Attachment true without it means
+	// pictures and PDFs. Without either, agentd's table of known models
+	// decides, else text only.
+	Attachment *bool       `json:"attachment"`
+	Modalities *Modalities `json:"modalities"`
 }
 
 // llm returns what the engine needs to know of the model.
 func (m Model) llm(id string) llm.Model {
-	out := llm.Model{Name: id, Context: m.Limit.Context, Output: m.Limit.Output, Options: m.Options, Variants: m.Variants}
+	out := llm.Model{Name: id, Context: m.Limit.Context, Output: m.Limit.Output, Options: m.Options, Variants: m.Variants,
+		Input: m.input()}
 	if m.ID != "" {
 		out.Name = m.ID
 	}

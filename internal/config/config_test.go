@@ -88,6 +88,7 @@ func TestValidateNumbers(t *testing.T) {
 		{`{"agent":{"build":{"steps":-2}}}`, "agent.build.steps"},
 		{`{"provider":{"p":{"models":{"m":{"limit":{"context":-1}}}}}}`, "provider.p.models.m.limit"},
 		{`{"agentd":{"maxSteps":5,"retry":{"maxAttempts":3,"maxElapsed":"2m"}}}`, ""},
+		{`{"provider":{"p":{"models":{"m":{"modalities":{"input":["text","picture"]}}}}}}`, `provider.p.models.m.modalities: "picture"`},
 	} {
 		f, err := Parse([]byte(c.doc))
 		if err != nil {
@@ -96,6 +97,42 @@ func TestValidateNumbers(t *testing.T) {
 		err = f.Validate()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: %v, want %q", c.doc, err, c.want)
+		}
+	}
+}
+
+// What a model takes besides text comes from opencode's modalities, else
+// its attachment flag, else agentd's table of known models (a model
+// outside it takes text only); the scripted model takes everything.
+func TestModelInput(t *testing.T) {
+	t.Parallel()
+	f, err := Parse([]byte(`{"provider":{"p":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://127.0.0.1:1/v1"},"models":{
+		"eyes":{"modalities":{"input":["text","image"],"output":["text"]}},
+		"docs":{"attachment":true},
+		"blind":{"attachment":true,"modalities":{"input":["text"],"output":["text"]}},
+		"local":{},
+		"gpt-4.1-mini":{}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _, err := f.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ref        string
+		image, pdf bool
+	}{
+		{"p/eyes", true, false}, {"p/docs", true, true}, {"p/blind", false, false},
+		{"p/local", false, false}, {"p/gpt-4.1-mini", true, true}, {"agentd/scripted", true, true},
+	} {
+		ref, _ := ParseModel(c.ref)
+		_, m, err := reg.Resolve(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Takes("image") != c.image || m.Takes("pdf") != c.pdf || !m.Takes("text") {
+			t.Errorf("%s takes image %v, pdf %v; want %v, %v", c.ref, m.Takes("image"), m.Takes("pdf"), c.image, c.pdf)
 		}
 	}
 }

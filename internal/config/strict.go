@@ -65,7 +65,7 @@ var ignored = map[reflect.Type][]string{
 		"skills", "subagent_depth", "theme", "tool_output", "tui", "username", "watcher"},
 	reflect.TypeFor[Provider]():        {"api", "env", "id", "whitelist", "blacklist"},
 	reflect.TypeFor[ProviderOptions](): {"enterpriseUrl", "setCacheKey", "headerTimeout", "chunkTimeout"},
-	reflect.TypeFor[Model](): {"attachment", "experimental", "family", "headers", "interleaved", "modalities",
+	reflect.TypeFor[Model](): {"experimental", "family", "headers", "interleaved",
 		"provider", "reasoning", "release_date", "status", "temperature", "tool_call"},
 	reflect.TypeFor[AgentConfig]():   {"color", "options"},
 	reflect.TypeFor[CommandConfig](): {"variant"},

@@ -61,6 +61,13 @@ func (f File) Validate() error {
 			if c := m.Cost; c != nil && (c.Input < 0 || c.Output < 0 || c.CacheRead < 0 || c.CacheWrite < 0) {
 				return fmt.Errorf("provider.%s.models.%s.cost: want prices of zero or more", pid, mid)
 			}
+			if md := m.Modalities; md != nil {
+				for _, k := range append(append([]string{}, md.Input...), md.Output...) {
+					if !modalityNames[k] {
+						return fmt.Errorf("provider.%s.models.%s.modalities: %q: want text, audio, image, video or pdf", pid, mid, k)
+					}
+				}
+			}
 		}
 	}
 	return nil

@@ -185,10 +185,13 @@ type Part struct {
 	Hash  string
 	Files []string
 
-	// file
+	// file; Source is where the client took it from (opencode's
+	// FilePartSource, kept as the client sent it: the TUI puts an @mention
+	// back in place with it).
 	Mime     string
 	Filename string
 	URL      string
+	Source   json.RawMessage
 
 	// compaction: Auto is false for a compaction a client asked for;
 	// Overflow when the provider refused a request as too long; TailStart
@@ -239,6 +242,9 @@ type partWire struct {
 	Outcome   RunState       `json:"outcome"`
 	Error     *Error         `json:"error"`
 	Metadata  map[string]any `json:"metadata"`
+
+	// Source is a file part's.
+	Source json.RawMessage `json:"source"`
 }
 
 // UnmarshalJSON decodes any part shape.
@@ -250,7 +256,7 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 	*p = Part{ID: w.ID, SessionID: w.SessionID, MessageID: w.MessageID, Type: w.Type,
 		Text: w.Text, Synthetic: w.Synthetic, CallID: w.CallID, Tool: w.Tool, State: w.State.ToolState,
 		Snapshot: w.Snapshot, Hash: w.Hash, Files: w.Files,
-		Reason: w.Reason, Cost: w.Cost, Tokens: w.Tokens, Mime: w.Mime, Filename: w.Filename, URL: w.URL,
+		Reason: w.Reason, Cost: w.Cost, Tokens: w.Tokens, Mime: w.Mime, Filename: w.Filename, URL: w.URL, Source: w.Source,
 		Auto: w.Auto, Overflow: w.Overflow, TailStart: w.TailStart, RunID: w.RunID, Outcome: w.Outcome, Error: w.Error, Metadata: w.Metadata}
 	if w.Type == PartText && w.Metadata != nil {
 		if raw, ok := w.Metadata[agentdMetaKey]; ok {
@@ -337,9 +343,10 @@ type (
 	}
 	filePartJSON struct {
 		partHead
-		Mime     string `json:"mime"`
-		Filename string `json:"filename,omitempty"`
-		URL      string `json:"url"`
+		Mime     string          `json:"mime"`
+		Filename string          `json:"filename,omitempty"`
+		URL      string          `json:"url"`
+		Source   json.RawMessage `json:"source,omitempty"`
 	}
 	compactionPartJSON struct {
 		partHead
@@ -391,7 +398,7 @@ func (p Part) MarshalJSON() ([]byte, error) {
 		}
 		return json.Marshal(patchPartJSON{h, p.Hash, files})
 	case PartFile:
-		return json.Marshal(filePartJSON{h, p.Mime, p.Filename, p.URL})
+		return json.Marshal(filePartJSON{h, p.Mime, p.Filename, p.URL, p.Source})
 	case PartCompaction:
 		return json.Marshal(compactionPartJSON{h, p.Auto, p.Overflow, p.TailStart})
 	case PartIdle:

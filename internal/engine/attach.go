@@ -1,56 +1,41 @@
 package engine
 
 import (
-	"encoding/base64"
 	"fmt"
-	"net/url"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/agentd/agentd/internal/attach"
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/llm"
 )
 
-// attachment is what the model reads of a file attached to a prompt. A
-// text file sent as a data: URL (agentd run --file) is given whole, as the
-// user sent it; other files are named by their URL, which the model may
-// read with its tools.
-func attachment(p core.Part) string {
-	if text, ok := dataText(p.URL); ok {
-		return fmt.Sprintf("<file name=%q mime=%q>\n%s\n</file>", p.Filename, p.Mime, text)
+// fileContent is what the model reads of the file part parts[i] of a user
+// message. A picture or a PDF is itself an image or a document. What a
+// text file or a directory holds is in the synthetic text parts written
+// before it when the prompt was admitted (package attach), so its part
+// adds nothing; a message written before agentd read attachments has no
+// such parts: a text file it sent as data is given whole, another file is
+// named (never its data).
+func fileContent(parts []core.Part, i int) (llm.Content, bool) {
+	p := parts[i]
+	if c, ok := llm.Media(p.Mime, p.URL, p.Filename); ok {
+		return c, true
 	}
-	return fmt.Sprintf("[attached file %s (%s): %s]", p.Filename, p.Mime, p.URL)
+	for _, q := range parts {
+		if q.Type == core.PartText && q.Synthetic {
+			return llm.Content{}, false
+		}
+	}
+	return llm.Content{Type: llm.ContentText, Text: legacyAttachment(p)}, true
 }
 
-// dataText decodes a data: URL that holds text.
-func dataText(u string) (string, bool) {
-	rest, ok := strings.CutPrefix(u, "data:")
-	if !ok {
-		return "", false
+// legacyAttachment is how a file part of an old message reads.
+func legacyAttachment(p core.Part) string {
+	if !strings.HasPrefix(p.URL, "data:") {
+		return fmt.Sprintf("[attached file %s (%s): %s]", p.Filename, p.Mime, p.URL)
 	}
-	meta, data, ok := strings.Cut(rest, ",")
-	if !ok {
-		return "", false
+	if text, ok := attach.DataText(p.URL); ok && attach.Textual(p.Mime) {
+		return fmt.Sprintf("<file name=%q mime=%q>\n%s\n</file>", p.Filename, p.Mime, text)
 	}
-	mediaType, _, _ := strings.Cut(meta, ";")
-	if mediaType != "" && !strings.HasPrefix(mediaType, "text/") && !strings.Contains(mediaType, "json") && !strings.Contains(mediaType, "xml") {
-		return "", false
-	}
-	var b []byte
-	if strings.HasSuffix(meta, ";base64") {
-		d, err := base64.StdEncoding.DecodeString(data)
-		if err != nil {
-			return "", false
-		}
-		b = d
-	} else {
-		s, err := url.PathUnescape(data)
-		if err != nil {
-			return "", false
-		}
-		b = []byte(s)
-	}
-	if !utf8.Valid(b) {
-		return "", false
-	}
-	return string(b), true
+	return fmt.Sprintf("[attached file %s (%s)]", p.Filename, p.Mime)
 }

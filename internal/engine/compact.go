@@ -41,7 +41,7 @@ func estimate(system []string, msgs []llm.Message, tools []llm.ToolSpec) int {
 	for _, m := range msgs {
 		n += 16
 		for _, c := range m.Content {
-			n += len(c.Text) + len(c.Input) + len(c.Name) + len(c.CallID)
+			n += c.Size()
 		}
 	}
 	return n / bytesPerToken
@@ -225,7 +225,7 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 	}
 	r.compacting = true
 	defer func() { r.compacting = false }()
-	req := llm.Request{Model: r.model.Name, System: system, Messages: history, MaxTokens: r.model.Output,
+	req := llm.Request{Model: r.model.Name, System: system, Messages: llm.FitInput(history, r.model), MaxTokens: r.model.Output,
 		Options: r.options, Purpose: llm.PurposeSummary}
 	if o, done := r.callWithRetry(ctx, r.provider, req); done {
 		return o, true

@@ -148,12 +148,14 @@ func convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 // appendUser appends a user message: its text and attached files.
 func appendUser(out []llm.Message, parts []core.Part) []llm.Message {
 	var c []llm.Content
-	for _, p := range parts {
+	for i, p := range parts {
 		switch p.Type {
 		case core.PartText:
 			c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text})
 		case core.PartFile:
-			c = append(c, llm.Content{Type: llm.ContentText, Text: attachment(p)})
+			if fc, ok := fileContent(parts, i); ok {
+				c = append(c, fc)
+			}
 		}
 	}
 	if len(c) > 0 {
@@ -349,7 +351,7 @@ func sizeOf(msgs []llm.Message) int {
 	for _, m := range msgs {
 		n += 64
 		for _, c := range m.Content {
-			n += 64 + len(c.Text) + len(c.Input)
+			n += 64 + len(c.Text) + len(c.Input) + len(c.Data)
 		}
 	}
 	return n

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,6 +24,9 @@ type InputPart struct {
 	Mime      string `json:"mime,omitempty"`
 	URL       string `json:"url,omitempty"`
 	Filename  string `json:"filename,omitempty"`
+	// Source is where a file part came from (opencode's FilePartSource,
+	// kept as sent: the TUI puts an @mention back in place with it).
+	Source json.RawMessage `json:"source,omitempty"`
 }
 
 // PromptInput is a prompt as admitted by the engine.
@@ -86,20 +91,8 @@ func (in *PromptInput) Validate() error {
 		return &InputError{fmt.Sprintf("system: %d bytes is over the limit of %d bytes", len(in.System), MaxSystemBytes)}
 	}
 	for i, p := range in.Parts {
-		switch p.Type {
-		case core.PartText:
-		case core.PartFile:
-			if p.URL == "" || p.Mime == "" {
-				return &InputError{fmt.Sprintf("parts[%d]: a file part needs mime and url", i)}
-			}
-		default:
-			return &InputError{fmt.Sprintf("parts[%d].type: unsupported part type %q (want text or file)", i, p.Type)}
-		}
-		if len(p.Mime)+len(p.Filename) > maxPartMetaSize {
-			return &InputError{fmt.Sprintf("parts[%d]: mime and filename over the limit of %d bytes", i, maxPartMetaSize)}
-		}
-		if p.ID != "" && !core.ValidID(core.PrefixPart, p.ID) {
-			return &InputError{fmt.Sprintf("parts[%d].id: %q is not a part id (prt_…)", i, p.ID)}
+		if err := p.validate(i); err != nil {
+			return err
 		}
 	}
 	if in.MessageID != "" && !core.ValidID(core.PrefixMessage, in.MessageID) {
@@ -110,6 +103,29 @@ func (in *PromptInput) Validate() error {
 	}
 	if in.Model != nil && (strings.TrimSpace(in.Model.ProviderID) == "" || strings.TrimSpace(in.Model.ModelID) == "") {
 		return &InputError{"model: providerID and modelID are both required"}
+	}
+	return nil
+}
+
+// validate checks the i-th part of a prompt.
+func (p InputPart) validate(i int) error {
+	switch p.Type {
+	case core.PartText:
+	case core.PartFile:
+		if p.URL == "" || p.Mime == "" {
+			return &InputError{fmt.Sprintf("parts[%d]: a file part needs mime and url", i)}
+		}
+	default:
+		return &InputError{fmt.Sprintf("parts[%d].type: unsupported part type %q (want text or file)", i, p.Type)}
+	}
+	if len(p.Mime)+len(p.Filename)+len(p.Source) > maxPartMetaSize {
+		return &InputError{fmt.Sprintf("parts[%d]: mime, filename and source over the limit of %d bytes", i, maxPartMetaSize)}
+	}
+	if len(p.Source) > 0 && !bytes.HasPrefix(bytes.TrimSpace(p.Source), []byte("{")) {
+		return &InputError{fmt.Sprintf("parts[%d].source: want an object (opencode's FilePartSource)", i)}
+	}
+	if p.ID != "" && !core.ValidID(core.PrefixPart, p.ID) {
+		return &InputError{fmt.Sprintf("parts[%d].id: %q is not a part id (prt_…)", i, p.ID)}
 	}
 	return nil
 }
@@ -134,6 +150,10 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	}
 	model, err := e.promptModel(in, ag, sess)
 	if err != nil {
+		return Admission{}, err
+	}
+	typed := in.Parts
+	if in.Parts, err = e.attachFiles(ctx, in, ag, sess, model); err != nil {
 		return Admission{}, err
 	}
 	var res admitted
@@ -164,7 +184,7 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 		e.kick(sessionID)
 	}
 	if res.titled {
-		e.titleLater(sessionID, model, in.Parts)
+		e.titleLater(sessionID, model, typed)
 	}
 	return adm, nil
 }
@@ -385,7 +405,7 @@ func writePrompt(w *writer, in PromptInput, msg core.Message) error {
 	w.messageEvent(msg)
 	for _, ip := range in.Parts {
 		p := core.Part{ID: ip.ID, SessionID: msg.SessionID, MessageID: msg.ID, Type: ip.Type,
-			Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename}
+			Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename, Source: ip.Source}
 		if p.ID == "" {
 			p.ID = core.NewID(core.PrefixPart, false)
 		}

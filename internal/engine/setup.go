@@ -80,7 +80,7 @@ func (r *runner) setup(ctx context.Context) error {
 
 // request is the model call of the next step.
 func (r *runner) request(history []llm.Message) llm.Request {
-	req := llm.Request{Model: r.model.Name, System: r.system, Messages: history, Tools: r.tools,
+	req := llm.Request{Model: r.model.Name, System: r.system, Messages: llm.FitInput(history, r.model), Tools: r.tools,
 		MaxTokens: r.model.Output, Temperature: r.agent.Temperature, TopP: r.agent.TopP, Options: r.options}
 	if r.structured != nil {
 		req.ToolChoice = llm.ToolChoiceRequired

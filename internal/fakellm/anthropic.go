@@ -3,6 +3,7 @@ package fakellm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -21,6 +22,8 @@ type anBlock struct {
 	IsError   bool            `json:"is_error"`
 	Thinking  string          `json:"thinking"`
 	Signature string          `json:"signature"`
+	Source    *mediaSource    `json:"source"`
+	Title     string          `json:"title"`
 }
 
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
@@ -108,6 +111,13 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 				msg.Content = append(msg.Content, llm.Content{Type: llm.ContentToolCall, CallID: b.ID, Name: b.Name, Input: b.Input})
 			case "tool_result":
 				msg.Content = append(msg.Content, llm.Content{Type: llm.ContentToolResult, CallID: b.ToolUseID, Text: contentText(b.Content), IsError: b.IsError})
+			case "image", "document":
+				c, err := anMedia(b)
+				if err != nil {
+					badRequest(w, fmt.Sprintf("messages.%d.content: %v", i, err))
+					return
+				}
+				msg.Content = append(msg.Content, c)
 			}
 		}
 		req.Messages = append(req.Messages, msg)

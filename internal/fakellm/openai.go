@@ -3,6 +3,7 @@ package fakellm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -73,12 +74,17 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
 	for _, t := range in.Tools {
 		req.Tools = append(req.Tools, llm.ToolSpec{Name: t.Function.Name, Description: t.Function.Description, Schema: t.Function.Parameters})
 	}
-	for _, m := range in.Messages {
+	for i, m := range in.Messages {
 		switch m.Role {
 		case "system":
 			req.System = append(req.System, contentText(m.Content))
 		case "user":
-			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: contentText(m.Content)}}})
+			content, err := oaUserContent(m.Content)
+			if err != nil {
+				badRequest(w, fmt.Sprintf("messages[%d].%v", i, err))
+				return
+			}
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: content})
 		case "assistant":
 			msg := llm.Message{Role: llm.RoleAssistant}
 			if t := contentText(m.Content); t != "" {

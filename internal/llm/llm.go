@@ -25,6 +25,10 @@ const (
 	// back only to the provider that signed it (Anthropic requires the
 	// thinking of a tool-use turn back with the tool results).
 	ContentReasoning = "reasoning"
+	// ContentImage is a picture the model looks at and ContentDocument a
+	// PDF it reads, both attached by the user (see Media).
+	ContentImage    = "image"
+	ContentDocument = "document"
 )
 
 // Content is one block of a message.
@@ -37,6 +41,13 @@ type Content struct {
 	IsError bool
 	// Signature is the provider's signature of a ContentReasoning block.
 	Signature string
+	// MediaType, Data (base64, as a data: URL holds it) or URL (an image
+	// on the web), and Filename describe a ContentImage or a
+	// ContentDocument.
+	MediaType string
+	Data      string
+	URL       string
+	Filename  string
 }
 
 // Message is one turn of the conversation.

@@ -21,6 +21,10 @@ type Model struct {
 	// named sets of options a prompt may pick (opencode's keys).
 	Options  map[string]any
 	Variants map[string]map[string]any
+	// Input is what the model takes besides text; nil when the
+	// configuration does not say (Resolve then asks the built-in table
+	// of known models, then the provider).
+	Input *Modalities
 }
 
 // Price is a model's price in dollars per million tokens.
@@ -86,6 +90,9 @@ func (r *Registry) Resolve(ref core.ModelRef) (Provider, Model, error) {
 		if lim, ok := knownLimits[m.Name]; ok {
 			m.Context, m.Output = lim[0], lim[1]
 		}
+	}
+	if m.Input == nil {
+		m.Input = inputOf(reg.p, m.Name)
 	}
 	return reg.p, m, nil
 }

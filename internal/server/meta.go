@@ -46,6 +46,8 @@ type Model struct {
 	Context, Output int
 	// Cost is in dollars per million tokens.
 	Cost ModelCost
+	// Image and PDF say whether the model takes pictures and PDFs.
+	Image, PDF bool
 }
 
 // ModelCost is a model's price per million tokens.
@@ -150,8 +152,8 @@ func (p Provider) json() providerJSON {
 	for _, m := range p.Models {
 		out.Models[m.ID] = modelJSON{
 			ID: m.ID, ProviderID: p.ID, API: modelAPI{ID: m.ID, URL: p.BaseURL, NPM: p.NPM}, Name: m.Name,
-			Capabilities: modelCapabilities{Temperature: true, Toolcall: true,
-				Input: modalities{Text: true}, Output: modalities{Text: true}},
+			Capabilities: modelCapabilities{Temperature: true, Toolcall: true, Attachment: m.Image || m.PDF,
+				Input: modalities{Text: true, Image: m.Image, PDF: m.PDF}, Output: modalities{Text: true}},
 			Cost: modelCostJSON{Input: m.Cost.Input, Output: m.Cost.Output,
 				Cache: cacheCost{Read: m.Cost.CacheRead, Write: m.Cost.CacheWrite}},
 			Limit:  modelLimit{Context: m.Context, Output: m.Output},

@@ -110,7 +110,18 @@ type block struct {
 	IsError      *bool           `json:"is_error,omitempty"`
 	Thinking     string          `json:"thinking,omitempty"`
 	Signature    string          `json:"signature,omitempty"`
+	Source       *source         `json:"source,omitempty"`
+	Title        string          `json:"title,omitempty"`
 	CacheControl *cacheControl   `json:"cache_control,omitempty"`
+}
+
+// source is where an image or a document block's data is: inline
+// (base64) or, for an image, at a web address (url).
+type source struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type,omitempty"`
+	Data      string `json:"data,omitempty"`
+	URL       string `json:"url,omitempty"`
 }
 
 // textBlock is a tool result's text, sent even when empty (the API
@@ -169,6 +180,8 @@ func (p *Provider) body(req llm.Request) ([]byte, error) {
 				if c.Signature != "" {
 					blocks = append(blocks, block{Type: "thinking", Thinking: c.Text, Signature: c.Signature})
 				}
+			case llm.ContentImage, llm.ContentDocument:
+				blocks = append(blocks, mediaBlock(c))
 			case llm.ContentToolResult:
 				isError := c.IsError
 				blocks = append(blocks, block{Type: "tool_result", ToolUseID: c.CallID, IsError: &isError,
@@ -243,6 +256,19 @@ func (p *Provider) body(req llm.Request) ([]byte, error) {
 }
 
 var emptyInput = json.RawMessage(`{}`)
+
+// mediaBlock is a picture (an image block) or a PDF (a document block,
+// titled with its file's name).
+func mediaBlock(c llm.Content) block {
+	src := &source{Type: "base64", MediaType: c.MediaType, Data: c.Data}
+	if c.URL != "" {
+		src = &source{Type: "url", URL: c.URL}
+	}
+	if c.Type == llm.ContentDocument {
+		return block{Type: "document", Source: src, Title: c.Filename}
+	}
+	return block{Type: "image", Source: src}
+}
 
 // thinkingBudget reads opencode's thinking option:
 // {"thinking": {"type": "enabled", "budgetTokens": N}}.

@@ -38,6 +38,18 @@ func sdkParams(p *Provider, req llm.Request) sdk.MessageNewParams {
 				if c.Signature != "" {
 					blocks = append(blocks, sdk.NewThinkingBlock(c.Signature, c.Text))
 				}
+			case llm.ContentImage:
+				if c.URL != "" {
+					blocks = append(blocks, sdk.NewImageBlock(sdk.URLImageSourceParam{URL: c.URL}))
+				} else {
+					blocks = append(blocks, sdk.NewImageBlockBase64(c.MediaType, c.Data))
+				}
+			case llm.ContentDocument:
+				doc := sdk.NewDocumentBlock(sdk.Base64PDFSourceParam{Data: c.Data})
+				if c.Filename != "" {
+					doc.OfDocument.Title = sdk.String(c.Filename)
+				}
+				blocks = append(blocks, doc)
 			}
 		}
 		if len(blocks) == 0 {
@@ -165,6 +177,18 @@ func requests() map[string]llm.Request {
 				{Type: llm.ContentToolResult, CallID: "toolu_3", Text: ""}, text("and then?")}},
 			{Role: llm.RoleAssistant, Content: []llm.Content{text("done")}},
 			{Role: llm.RoleAssistant},
+		}},
+		// Pictures are image blocks and PDFs document blocks, in their
+		// place among the text; the last takes the cache breakpoint.
+		"an image and a PDF": {Model: "m", Messages: []llm.Message{
+			{Role: llm.RoleUser, Content: []llm.Content{text("look at"),
+				{Type: llm.ContentImage, MediaType: "image/png", Data: "iVBORw0KGgo=", Filename: "shot.png"},
+				{Type: llm.ContentImage, MediaType: "image/jpeg", URL: "https://example.com/a.jpg"},
+				text("and read"),
+				{Type: llm.ContentDocument, MediaType: "application/pdf", Data: "JVBERi0=", Filename: "spec.pdf"}}},
+			{Role: llm.RoleAssistant, Content: []llm.Content{text("seen")}},
+			{Role: llm.RoleUser, Content: []llm.Content{text("again"),
+				{Type: llm.ContentDocument, MediaType: "application/pdf", Data: "JVBERi0="}}},
 		}},
 		"ends with thinking": {Model: "m", Messages: []llm.Message{
 			{Role: llm.RoleUser, Content: []llm.Content{text("go on")}},

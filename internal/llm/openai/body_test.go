@@ -22,6 +22,8 @@ func sdkParams(req llm.Request) sdk.ChatCompletionNewParams {
 		switch m.Role {
 		case llm.RoleUser:
 			var text string
+			var parts []sdk.ChatCompletionContentPartUnionParam
+			media := false
 			for _, c := range m.Content {
 				switch c.Type {
 				case llm.ContentText:
@@ -29,11 +31,28 @@ func sdkParams(req llm.Request) sdk.ChatCompletionNewParams {
 						text += "\n"
 					}
 					text += c.Text
+					if c.Text != "" {
+						parts = append(parts, sdk.TextContentPart(c.Text))
+					}
 				case llm.ContentToolResult:
 					msgs = append(msgs, sdk.ToolMessage(c.Text, c.CallID))
+				case llm.ContentImage:
+					media = true
+					url := c.URL
+					if url == "" {
+						url = "data:" + c.MediaType + ";base64," + c.Data
+					}
+					parts = append(parts, sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: url}))
+				case llm.ContentDocument:
+					media = true
+					parts = append(parts, sdk.FileContentPart(sdk.ChatCompletionContentPartFileFileParam{
+						FileData: sdk.String("data:" + c.MediaType + ";base64," + c.Data), Filename: sdk.String(c.Filename)}))
 				}
 			}
-			if text != "" {
+			switch {
+			case media:
+				msgs = append(msgs, sdk.UserMessage(parts))
+			case text != "":
 				msgs = append(msgs, sdk.UserMessage(text))
 			}
 		case llm.RoleAssistant:
@@ -140,6 +159,16 @@ func requests() map[string]llm.Request {
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},
 		"a tool required": {Model: "m", ToolChoice: llm.ToolChoiceRequired, Tools: []llm.ToolSpec{{Name: "fine", Description: "d", Schema: schema}},
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},
+		// Pictures and documents make the user's content a list of parts,
+		// in their place among the text.
+		"an image and a PDF": {Model: "m", Messages: []llm.Message{
+			{Role: llm.RoleUser, Content: []llm.Content{text("look at"),
+				{Type: llm.ContentImage, MediaType: "image/png", Data: "iVBORw0KGgo=", Filename: "shot.png"},
+				text(""), text("and read"),
+				{Type: llm.ContentDocument, MediaType: "application/pdf", Data: "JVBERi0=", Filename: "spec.pdf"},
+				{Type: llm.ContentImage, MediaType: "image/jpeg", URL: "https://example.com/a.jpg"}}},
+			{Role: llm.RoleAssistant, Content: []llm.Content{text("seen")}},
+		}},
 		"effort empty, max tokens negative": {Model: "m", MaxTokens: -1, Options: map[string]any{"reasoningEffort": ""},
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{text("x")}}}},
 	}

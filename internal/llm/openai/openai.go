@@ -93,10 +93,31 @@ type streamOptions struct {
 }
 
 type chatMessage struct {
-	Role       string     `json:"role"`
-	Content    *string    `json:"content,omitempty"`
+	Role string `json:"role"`
+	// Content is a *string, or a user's []contentPart when the message
+	// holds pictures or documents.
+	Content    any        `json:"content,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+}
+
+// contentPart is one part of a user message that holds pictures or
+// documents: text, an image (image_url, a data: URL for attached data) or
+// a file (a PDF, as a data: URL).
+type contentPart struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+	File     *fileData `json:"file,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
+}
+
+type fileData struct {
+	FileData string `json:"file_data"`
+	Filename string `json:"filename"`
 }
 
 type toolCall struct {
@@ -135,22 +156,7 @@ func body(req llm.Request) ([]byte, error) {
 	for _, m := range req.Messages {
 		switch m.Role {
 		case llm.RoleUser:
-			var text strings.Builder
-			for _, c := range m.Content {
-				switch c.Type {
-				case llm.ContentText:
-					if text.Len() > 0 {
-						text.WriteByte('\n')
-					}
-					text.WriteString(c.Text)
-				case llm.ContentToolResult:
-					r.Messages = append(r.Messages, chatMessage{Role: "tool", Content: &c.Text, ToolCallID: c.CallID})
-				}
-			}
-			if text.Len() > 0 {
-				s := text.String()
-				r.Messages = append(r.Messages, chatMessage{Role: "user", Content: &s})
-			}
+			r.Messages = appendUser(r.Messages, m.Content)
 		case llm.RoleAssistant:
 			a := chatMessage{Role: "assistant"}
 			var text strings.Builder
@@ -198,6 +204,67 @@ func body(req llm.Request) ([]byte, error) {
 		return nil, fmt.Errorf("encode chat request: %w", err)
 	}
 	return b, nil
+}
+
+// appendUser appends a user turn: the tool results it carries, each a
+// message of its own, then its text — one string, or a list of parts when
+// it holds pictures or documents, which keeps them in their place among
+// the text.
+func appendUser(msgs []chatMessage, content []llm.Content) []chatMessage {
+	var text strings.Builder
+	media := false
+	for _, c := range content {
+		switch c.Type {
+		case llm.ContentText:
+			if text.Len() > 0 {
+				text.WriteByte('\n')
+			}
+			text.WriteString(c.Text)
+		case llm.ContentToolResult:
+			msgs = append(msgs, chatMessage{Role: "tool", Content: &c.Text, ToolCallID: c.CallID})
+		case llm.ContentImage, llm.ContentDocument:
+			media = true
+		}
+	}
+	if media {
+		return append(msgs, chatMessage{Role: "user", Content: contentParts(content)})
+	}
+	if text.Len() > 0 {
+		s := text.String()
+		msgs = append(msgs, chatMessage{Role: "user", Content: &s})
+	}
+	return msgs
+}
+
+// contentParts is a user turn's text, pictures and documents as parts.
+func contentParts(content []llm.Content) []contentPart {
+	var parts []contentPart
+	for _, c := range content {
+		switch c.Type {
+		case llm.ContentText:
+			if c.Text != "" {
+				parts = append(parts, contentPart{Type: "text", Text: c.Text})
+			}
+		case llm.ContentImage:
+			parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: mediaURL(c)}})
+		case llm.ContentDocument:
+			name := c.Filename
+			if name == "" {
+				name = "document.pdf"
+			}
+			parts = append(parts, contentPart{Type: "file", File: &fileData{FileData: mediaURL(c), Filename: name}})
+		}
+	}
+	return parts
+}
+
+// mediaURL is how the API takes a picture or a document: its web address,
+// or its data as a data: URL.
+func mediaURL(c llm.Content) string {
+	if c.URL != "" {
+		return c.URL
+	}
+	return "data:" + c.MediaType + ";base64," + c.Data
 }
 
 // chunk is what agentd reads of one streamed chunk.

@@ -13,6 +13,8 @@
 //	loop:NAME:{json}      call tool NAME on every step, never answering
 //	par:NAME:{json}       like tool:, but all par: lines are called together, in the
 //	                      first step (parallel tool calls)
+//	attachments:          answer with the pictures and documents the prompt carries
+//	                      ("image image/png 68 bytes shot.png"), as the model got them
 //
 // The fake provider server (fakellm) understands these too, and more that
 // only make sense over HTTP:
@@ -27,6 +29,7 @@ package scripted
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -62,6 +65,8 @@ type Directives struct {
 	Parallel []ToolCall
 	Loop     *ToolCall
 	Echo     string
+	// Attachments answers with the prompt's pictures and documents.
+	Attachments bool
 
 	// Title answers a title request.
 	Title string
@@ -176,6 +181,8 @@ func Parse(text string) (Directives, error) {
 			d.Disconnect, found = k, true
 		case "malformed":
 			d.Malformed, found = true, true
+		case "attachments":
+			d.Attachments, found = true, true
 		case "tool", "loop", "par":
 			name, input, ok := strings.Cut(val, ":")
 			if !ok || name == "" {
@@ -218,10 +225,48 @@ func Size(req llm.Request) int {
 	}
 	for _, m := range req.Messages {
 		for _, c := range m.Content {
-			n += len(c.Text) + len(c.Input) + len(c.Name) + len(c.CallID)
+			n += c.Size()
 		}
 	}
 	return n
+}
+
+// Input implements llm.InputTaker: the scripted model takes pictures and
+// PDFs, so that tests and demos can attach them.
+func (*Model) Input(string) llm.Modalities { return llm.Modalities{Image: true, PDF: true} }
+
+// attachments describes the pictures and documents of the latest user
+// message, one per line, as the model received them.
+func attachments(msgs []llm.Message) string {
+	last := -1
+	for i := len(msgs) - 1; i >= 0 && last < 0; i-- {
+		if msgs[i].Role == llm.RoleUser && hasText(msgs[i]) {
+			last = i
+		}
+	}
+	if last < 0 {
+		return "no attachments"
+	}
+	var lines []string
+	for _, c := range msgs[last].Content {
+		if c.Type != llm.ContentImage && c.Type != llm.ContentDocument {
+			continue
+		}
+		what := c.URL
+		if what == "" {
+			raw, _ := base64.StdEncoding.DecodeString(c.Data)
+			what = fmt.Sprintf("%s %d bytes", c.MediaType, len(raw))
+		}
+		line := c.Type + " " + what
+		if c.Filename != "" {
+			line += " " + c.Filename
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return "no attachments"
+	}
+	return strings.Join(lines, "\n")
 }
 
 // maxQuote bounds how much of a tool result the answer quotes.
@@ -304,6 +349,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 	text := d.Reply
 	if d.Echo != "" {
 		text = d.Echo
+	}
+	if d.Attachments {
+		text = strings.TrimSpace(text + "\n" + attachments(req.Messages))
 	}
 	if len(results) > 0 {
 		last := results[len(results)-1]
