@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/ui"
 	"go.opentelemetry.io/otel/trace"
@@ -54,6 +55,9 @@ type Config struct {
 	// Commands resolve the commands of a directory, for GET /command and
 	// POST /session/{id}/command (nil: the built-in ones only).
 	Commands *command.Catalog
+	// Skills resolve the skills of a directory, for GET /skill and as
+	// commands (nil: none).
+	Skills *skill.Catalog
 	// Metrics serves GET /metrics (nil: the process's own metrics only).
 	Metrics http.Handler
 	// Tracer, when set, records a span per request (see traced).
@@ -193,7 +197,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/api/integration", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/api/reference", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/api/command", "opencode's next API: no items.", false, s.apiLocation(true)},
-		{"GET", "/api/skill", "opencode's next API: no items.", false, s.apiLocation(true)},
+		{"GET", "/api/skill", "Skills of the request's location (opencode's next API).", false, s.apiSkills},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
 		{"GET", "/node", "This node: its id, database kind, the run leases it holds and what confines the commands run for the model.", true, s.node},
 		{"GET", "/metrics", "Metrics in Prometheus text format: runs, model and tool calls, tokens, events, the store, the process.", true, s.metrics},
