@@ -129,6 +129,8 @@ func (m *Manager) Create(ctx context.Context, repo Repo, name string) (Worktree,
 	if err := os.MkdirAll(folder, 0o755); err != nil {
 		return Worktree{}, fmt.Errorf("worktree folder: %w", err)
 	}
+	// Directories are named as sessions name theirs: links resolved.
+	folder = real(folder)
 	w, err := m.pick(ctx, main, repo, folder, slug(name))
 	if err != nil {
 		return Worktree{}, err
