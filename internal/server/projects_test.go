@@ -182,3 +182,52 @@ func TestWorktreeSession(t *testing.T) {
 		t.Errorf("the worktree is still there: %v", err)
 	}
 }
+
+// TestMoveSession: the TUI's /move of an existing session: an idle
+// session moves to a worktree of its repository and its next run works
+// there; a directory of another project, a busy session and changes to
+// carry are refused.
+func TestMoveSession(t *testing.T) {
+	t.Parallel()
+	a, dir, _ := projectNode(t)
+	base := a.URL()
+	r := call(t, "POST", base+"/experimental/worktree", `{"name":"dest"}`, nil)
+	var wt gitwt.Worktree
+	if json.Unmarshal(r.body, &wt); r.status != 200 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	r = call(t, "POST", base+"/session", `{}`, nil)
+	var sess struct{ ID, Directory string }
+	json.Unmarshal(r.body, &sess)
+	move := func(dest string, changes bool) resp {
+		b, _ := json.Marshal(map[string]any{"sessionID": sess.ID, "destination": map[string]string{"directory": dest}, "moveChanges": changes})
+		return call(t, "POST", base+"/experimental/control-plane/move-session", string(b), nil)
+	}
+	if r := move(t.TempDir(), false); r.status != 400 || !strings.Contains(string(r.body), "MoveSessionError") {
+		t.Errorf("a move to another project: %d %s", r.status, r.body)
+	}
+	os.WriteFile(filepath.Join(dir, "dirty.txt"), []byte("x"), 0o644)
+	if r := move(wt.Directory, true); r.status != 400 || !strings.Contains(string(r.body), "commit them") {
+		t.Errorf("a move carrying changes: %d %s", r.status, r.body)
+	}
+	if r := move(wt.Directory, false); r.status != 204 {
+		t.Fatalf("move: %d %s", r.status, r.body)
+	}
+	r = call(t, "GET", base+"/session/"+sess.ID, "", nil)
+	if json.Unmarshal(r.body, &sess); sess.Directory != wt.Directory {
+		t.Errorf("the session's directory after the move: %s", r.body)
+	}
+	b, _ := json.Marshal(`tool:write:{"filePath":"moved.txt","content":"here\n"}` + "\nreply:done")
+	if r := call(t, "POST", base+"/session/"+sess.ID+"/message", `{"parts":[{"type":"text","text":`+string(b)+`}]}`, nil); r.status != 200 {
+		t.Fatalf("prompt: %d %s", r.status, r.body)
+	}
+	if _, err := os.Stat(filepath.Join(wt.Directory, "moved.txt")); err != nil {
+		t.Errorf("the moved session did not work in the worktree: %v", err)
+	}
+	ask, _ := json.Marshal(`tool:bash:{"command":"echo hi"}` + "\nreply:ok")
+	call(t, "POST", base+"/session/"+sess.ID+"/prompt_async", `{"parts":[{"type":"text","text":`+string(ask)+`}]}`, nil)
+	if r := move(dir, false); r.status != 400 || !strings.Contains(string(r.body), "running") {
+		t.Errorf("a move of a busy session: %d %s", r.status, r.body)
+	}
+	call(t, "POST", base+"/session/"+sess.ID+"/abort", "", nil)
+}

@@ -138,3 +138,9 @@ func real(p string) string {
 	}
 	return filepath.Clean(p)
 }
+
+// Admin returns the administrative folder, in its repository's .git, of
+// the linked worktree whose root is root, once Open has accepted it.
+func Admin(root string) (string, error) {
+	return gitdirOf(filepath.Join(root, ".git"))
+}

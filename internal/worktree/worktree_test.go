@@ -47,8 +47,8 @@ func repo(t *testing.T) string {
 // TestCreateRunsNothingOfTheRepository: a repository whose configuration
 // names hooks, filters, an fsmonitor and a pager, and whose attributes
 // put every file through a filter, gets a worktree with its files checked
-// out, its branch and git's administrative files, and none of those
-// commands runs.
+// out, its branch and git's administrative files; it is reset and
+// removed; and none of those commands runs.
 func TestCreateRunsNothingOfTheRepository(t *testing.T) {
 	dir := repo(t)
 	tr := safegittest.New(t)
@@ -86,6 +86,10 @@ func TestCreateRunsNothingOfTheRepository(t *testing.T) {
 	// A directory in the worktree opens as the same repository.
 	if r2, err := Open(filepath.Join(w.Directory, "sub")); err != nil || r2 != r {
 		t.Errorf("Open(worktree) = %+v, %v; want %+v", r2, err, r)
+	}
+	os.WriteFile(filepath.Join(w.Directory, "a.txt"), []byte("changed\n"), 0o644)
+	if err := m.Reset(t.Context(), r, w.Directory); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := m.Remove(t.Context(), r, w.Directory, false); err != nil {
 		t.Fatal(err)
