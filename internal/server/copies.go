@@ -268,8 +268,8 @@ func (s *Server) resetWorktree(w http.ResponseWriter, r *http.Request) *apiError
 // moveSession moves an idle session to another directory of its
 // repository (the TUI's /move): the session's next run works there. Its
 // changes stay where they are (agentd moves none: moveChanges with
-// changes is refused), and a revert to a message from before the move
-// fails, for its snapshots are the old directory's.
+// changes is refused); a later revert restores the directory the session
+// works in, never the one it left.
 func (s *Server) moveSession(w http.ResponseWriter, r *http.Request) *apiError {
 	var in moveSessionBody
 	if e := decodeJSON(r, &in, false); e != nil {

@@ -199,6 +199,16 @@ func TestMoveSession(t *testing.T) {
 	r = call(t, "POST", base+"/session", `{}`, nil)
 	var sess struct{ ID, Directory string }
 	json.Unmarshal(r.body, &sess)
+	before, _ := json.Marshal(`tool:write:{"filePath":"a.txt","content":"before the move\n"}` + "\nreply:done")
+	if r := call(t, "POST", base+"/session/"+sess.ID+"/message", `{"parts":[{"type":"text","text":`+string(before)+`}]}`, nil); r.status != 200 {
+		t.Fatalf("prompt: %d %s", r.status, r.body)
+	}
+	// Committed, so that the main worktree is clean to leave.
+	git := exec.Command("git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.hooksPath=/dev/null", "commit", "-qam", "x")
+	git.Dir, git.Env = dir, safegit.Env()
+	if out, err := git.CombinedOutput(); err != nil {
+		t.Fatalf("commit: %v %s", err, out)
+	}
 	move := func(dest string, changes bool) resp {
 		b, _ := json.Marshal(map[string]any{"sessionID": sess.ID, "destination": map[string]string{"directory": dest}, "moveChanges": changes})
 		return call(t, "POST", base+"/experimental/control-plane/move-session", string(b), nil)
@@ -224,6 +234,21 @@ func TestMoveSession(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(wt.Directory, "moved.txt")); err != nil {
 		t.Errorf("the moved session did not work in the worktree: %v", err)
 	}
+	// A revert to a message from before the move restores the directory
+	// the session works in now, never the one it left.
+	msgs := call(t, "GET", base+"/session/"+sess.ID+"/message", "", nil)
+	var list []struct{ Info struct{ ID string } }
+	json.Unmarshal(msgs.body, &list)
+	if r := call(t, "POST", base+"/session/"+sess.ID+"/revert", `{"messageID":"`+list[0].Info.ID+`"}`, nil); r.status != 200 {
+		t.Fatalf("revert across the move: %d %s", r.status, r.body)
+	}
+	if _, err := os.Stat(filepath.Join(wt.Directory, "moved.txt")); !os.IsNotExist(err) {
+		t.Errorf("the revert left the file written after the move: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "before the move\n" {
+		t.Errorf("the revert changed the directory the session left: a.txt = %q", b)
+	}
+	call(t, "POST", base+"/session/"+sess.ID+"/unrevert", "", nil)
 	ask, _ := json.Marshal(`tool:bash:{"command":"echo hi"}` + "\nreply:ok")
 	call(t, "POST", base+"/session/"+sess.ID+"/prompt_async", `{"parts":[{"type":"text","text":`+string(ask)+`}]}`, nil)
 	if r := move(dir, false); r.status != 400 || !strings.Contains(string(r.body), "running") {

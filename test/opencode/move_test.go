@@ -34,10 +34,6 @@ func gitCommitAll(t *testing.T, dir string) {
 // repository and its copies, moves the session into a copy (where it
 // then works), and deletes another copy.
 func TestTUISkillsAndMove(t *testing.T) {
-	// agentd's own folders (the user's skills, its worktrees) in the test's.
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("XDG_DATA_HOME", t.TempDir())
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	n := startNode(t, "")
 	skill := "---\nname: greet\ndescription: Greets the user in the house style.\n---\nreply:GREETED-BY-THE-SKILL\n"
 	if err := os.MkdirAll(filepath.Join(n.dir, ".opencode", "skill", "greet"), 0o755); err != nil {
@@ -165,4 +161,45 @@ func waitSessionDir(t *testing.T, n *node, sid, dir string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// judgeProjects makes TestSchema's requests of the skill, project, copy,
+// worktree and move routes, successes and the errors clients read.
+func judgeProjects(t *testing.T, n *node) {
+	t.Helper()
+	os.MkdirAll(filepath.Join(n.dir, ".opencode", "skill", "judged"), 0o755)
+	os.WriteFile(filepath.Join(n.dir, ".opencode", "skill", "judged", "SKILL.md"), []byte("---\nname: judged\ndescription: Judged.\n---\nreply:judged\n"), 0o644)
+	gitCommitAll(t, n.dir)
+	expect := func(method, path string, body any, want int) {
+		t.Helper()
+		if code := n.call(t, method, path, body, nil); code != want {
+			t.Errorf("%s %s: %d, want %d", method, path, code, want)
+		}
+	}
+	for _, p := range []string{"/skill", "/project", "/experimental/worktree"} {
+		expect("GET", p, nil, 200)
+	}
+	expect("PATCH", "/project/global", map[string]any{"name": "renamed"}, 400)
+	expect("POST", "/project/git/init", nil, 200)
+	expect("POST", "/experimental/project/global/copy/refresh", nil, 204)
+	expect("POST", "/experimental/project/global/copy/generate-name", map[string]any{"context": "judge it"}, 200)
+	var cp struct{ Directory string }
+	n.call(t, "POST", "/experimental/project/global/copy", map[string]any{"strategy": "git_worktree", "directory": n.dir, "name": "judged"}, &cp)
+	expect("POST", "/experimental/project/global/copy", map[string]any{"strategy": "rsync", "directory": n.dir}, 400)
+	os.WriteFile(filepath.Join(cp.Directory, "dirty.txt"), []byte("x"), 0o644)
+	expect("DELETE", "/experimental/project/global/copy", map[string]any{"directory": cp.Directory, "force": false}, 400)
+	expect("DELETE", "/experimental/project/global/copy", map[string]any{"directory": cp.Directory, "force": true}, 204)
+	var wt struct{ Directory string }
+	n.call(t, "POST", "/experimental/worktree", map[string]any{"name": "judged"}, &wt)
+	expect("POST", "/experimental/worktree/reset", map[string]any{"directory": wt.Directory}, 200)
+	var s struct{ ID string }
+	n.call(t, "POST", "/session", map[string]any{}, &s)
+	move := func(dir string) map[string]any {
+		return map[string]any{"sessionID": s.ID, "destination": map[string]string{"directory": dir}}
+	}
+	expect("POST", "/experimental/control-plane/move-session", move(wt.Directory), 204)
+	expect("POST", "/experimental/control-plane/move-session", move(t.TempDir()), 400)
+	expect("POST", "/experimental/control-plane/move-session", move(n.dir), 204)
+	expect("DELETE", "/experimental/worktree", map[string]any{"directory": wt.Directory}, 200)
+	expect("POST", "/experimental/worktree?directory="+t.TempDir(), map[string]any{}, 400)
 }
