@@ -51,8 +51,11 @@ func GlobalFolders(home, configDir string) []string {
 const (
 	// MaxFileBytes bounds a SKILL.md.
 	MaxFileBytes = 256 << 10
-	// MaxSkills bounds the skills of one directory.
+	// MaxSkills bounds the skills of one directory, and MaxBytes their
+	// text (every one is cached, listed by GET /skill and described to
+	// the model).
 	MaxSkills  = 256
+	MaxBytes   = 4 << 20
 	maxDepth   = 6
 	maxEntries = 10_000
 )
@@ -95,7 +98,7 @@ type entry struct {
 
 // cacheSize bounds the directories remembered; the cache is cleared when
 // full.
-const cacheSize = 1024
+const cacheSize = 256
 
 // For returns the skills of directory dir, sorted by name.
 func (c *Catalog) For(dir string) []Skill {
@@ -158,9 +161,13 @@ func (c *Catalog) merge(global, project map[string]Skill, dir string) []Skill {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	if len(out) > MaxSkills {
-		c.warn("skills left out", fmt.Errorf("%s has %d skills; the first %d by name are kept", dir, len(out), MaxSkills))
-		out = out[:MaxSkills]
+	size := 0
+	for i, s := range out {
+		if size += len(s.Content) + len(s.Description); i == MaxSkills || size > MaxBytes {
+			c.warn("skills left out", fmt.Errorf("%s has %d skills; the first %d by name are kept (at most %d, %d bytes)",
+				dir, len(out), i, MaxSkills, MaxBytes))
+			return out[:i]
+		}
 	}
 	return out
 }
@@ -169,12 +176,12 @@ func (c *Catalog) merge(global, project map[string]Skill, dir string) []Skill {
 // project folders.
 func (c *Catalog) scan(dir string) (global, project []file, problems []error) {
 	for _, g := range c.Global {
-		found, err := walk(folder{root: g, sub: "."})
+		found, err := walk(g, []string{"."})
 		global = append(global, found...)
 		problems = append(problems, err...)
 	}
-	for _, f := range projectFolders(dir) {
-		found, err := walk(f)
+	for _, d := range chain(dir) {
+		found, err := walk(d, ProjectFolders)
 		project = append(project, found...)
 		problems = append(problems, err...)
 	}
@@ -216,39 +223,45 @@ func (c *Catalog) load(files []file, proj bool) map[string]Skill {
 	return out
 }
 
-// projectFolders are dir's skill folders, from its repository's root (or
-// dir alone outside one) down to dir, each below the directory it belongs
-// to.
-func projectFolders(dir string) []folder {
+// chain lists the directories from dir's repository's root (or dir
+// alone outside one) down to dir.
+func chain(dir string) []string {
 	if dir == "" {
 		return nil
 	}
-	chain := []string{filepath.Clean(dir)}
+	out := []string{filepath.Clean(dir)}
 	if root, ok := vcs.Root(dir); ok {
-		for d := chain[0]; d != root && filepath.Dir(d) != d; {
+		for d := out[0]; d != root && filepath.Dir(d) != d; {
 			d = filepath.Dir(d)
-			chain = append([]string{d}, chain...)
-		}
-	}
-	var out []folder
-	for _, d := range chain {
-		for _, f := range ProjectFolders {
-			out = append(out, folder{root: d, sub: f})
+			out = append([]string{d}, out...)
 		}
 	}
 	return out
 }
 
-// walk finds the SKILL.md files below a folder, within the bounds.
-func walk(f folder) ([]file, []error) {
-	root, err := os.OpenRoot(f.root)
+// walk finds the SKILL.md files below the folders subs of directory
+// root, within the bounds, through one os.Root of it.
+func walk(root string, subs []string) ([]file, []error) {
+	r, err := os.OpenRoot(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, []error{fmt.Errorf("%s: %w", f.root, err)}
+		return nil, []error{fmt.Errorf("%s: %w", root, err)}
 	}
-	defer root.Close()
+	defer r.Close()
+	var out []file
+	var problems []error
+	for _, sub := range subs {
+		f := folder{root: root, sub: sub}
+		found, errs := walkFolder(r, f)
+		out, problems = append(out, found...), append(problems, errs...)
+	}
+	return out, problems
+}
+
+// walkFolder finds the SKILL.md files below one folder.
+func walkFolder(root *os.Root, f folder) ([]file, []error) {
 	var out []file
 	var problems []error
 	sub := filepath.ToSlash(f.sub)

@@ -3,6 +3,7 @@ package skill
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -238,5 +239,48 @@ func TestTool(t *testing.T) {
 	res, _ = tl.Run(context.Background(), tool.Call{Directory: dir, Input: json.RawMessage(`{"name":"nope"}`)})
 	if !res.IsError || !strings.Contains(res.Output, "pdf, secret-ops") {
 		t.Errorf("unknown skill: %+v", res)
+	}
+}
+
+// TestBounds: a directory's skills are bounded in number and in bytes.
+func TestBounds(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	files := map[string]string{}
+	big := strings.Repeat("x", 200<<10)
+	for i := range 30 {
+		name := fmt.Sprintf("s%02d", i)
+		files[".claude/skills/"+name+"/SKILL.md"] = skillFile(name, "d", big)
+	}
+	write(t, dir, files)
+	got := (&Catalog{}).For(dir)
+	size := 0
+	for _, s := range got {
+		size += len(s.Content)
+	}
+	if len(got) == 0 || len(got) == 30 || size > MaxBytes || got[0].Name != "s00" {
+		t.Errorf("%d skills of %d bytes kept (first %s)", len(got), size, got[0].Name)
+	}
+}
+
+// BenchmarkFor measures what a run's setup pays to list a directory's
+// skills when none changed: the walk that makes the fingerprint.
+func BenchmarkFor(b *testing.B) {
+	repo := b.TempDir()
+	os.MkdirAll(filepath.Join(repo, ".git"), 0o755)
+	sub := filepath.Join(repo, "a", "b")
+	for i := range 5 {
+		p := filepath.Join(repo, ".claude", "skills", fmt.Sprintf("s%d", i), "SKILL.md")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(skillFile(fmt.Sprintf("s%d", i), "d", "body")), 0o644)
+	}
+	os.MkdirAll(sub, 0o755)
+	c := &Catalog{}
+	c.For(sub)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(c.For(sub)) != 5 {
+			b.Fatal("skills lost")
+		}
 	}
 }
