@@ -220,3 +220,35 @@ func TestOpenRefuses(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCreateRemove measures making and removing a worktree of a
+// small repository (two files): the git processes agentd starts.
+func BenchmarkCreateRemove(b *testing.B) {
+	if !safegit.Available() {
+		b.Skip("git is not installed")
+	}
+	dir := filepath.Join(b.TempDir(), "proj")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
+	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"commit", "-qm", "one"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.hooksPath=/dev/null"}, args...)...)
+		cmd.Dir, cmd.Env = dir, safegit.Env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	m := &Manager{Root: b.TempDir()}
+	r, err := Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		w, err := m.Create(b.Context(), r, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.Remove(b.Context(), r, w.Directory, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
