@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/safegit"
+	"github.com/agentd/agentd/internal/safegit/safegittest"
 	"github.com/agentd/agentd/internal/server"
 	gitwt "github.com/agentd/agentd/internal/worktree"
 )
@@ -25,6 +26,18 @@ func gitRepo(t *testing.T, dir string) {
 	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-qm", "one"}} {
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main",
 			"-c", "core.hooksPath=/dev/null"}, args...)...)
+		cmd.Dir, cmd.Env = dir, safegit.Env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+}
+
+// commitAll commits the files of the repository at dir.
+func commitAll(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-qm", "more"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.hooksPath=/dev/null"}, args...)...)
 		cmd.Dir, cmd.Env = dir, safegit.Env()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v %s", args, err, out)
@@ -122,11 +135,20 @@ func TestProjectCopies(t *testing.T) {
 
 // TestWorktreeSession: a session made in a worktree works there (its
 // files, its snapshots and revert); the worktree cannot be removed while
-// the session runs, and can once it is idle.
+// the session runs, and can once it is idle; and none of the commands
+// the repository's configuration and attributes name runs.
 func TestWorktreeSession(t *testing.T) {
-	t.Parallel()
+	tr := safegittest.New(t)
+	tr.WriteSide(t)
+	t.Setenv(safegittest.SecretVar, "sk-secret")
 	a, dir, _ := projectNode(t)
 	base := a.URL()
+	os.WriteFile(filepath.Join(dir, ".gitattributes"), []byte(tr.Attributes()), 0o644)
+	commitAll(t, dir)
+	f, _ := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(tr.Config())
+	f.Close()
+	t.Cleanup(func() { tr.Check(t) })
 	r := call(t, "POST", base+"/experimental/worktree", `{"name":"side"}`, nil)
 	var wt gitwt.Worktree
 	if json.Unmarshal(r.body, &wt); r.status != 200 || wt.Branch != "agentd/side" {
