@@ -32,12 +32,14 @@ import (
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/postgres"
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/tool/builtin"
+	"github.com/agentd/agentd/internal/worktree"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -80,6 +82,12 @@ type Config struct {
 	// configuration's commands win over files of the same name.
 	Commands    command.Set
 	CommandDirs []string
+	// SkillDirs are the folders of the user's skills (nil: ~/.claude/skills,
+	// ~/.agents/skills and agentd's configuration folder's skill and
+	// skills; see skill.GlobalFolders); WorktreeDir holds the git worktrees
+	// agentd makes (default: agentd-worktree beside agentd's data folder).
+	SkillDirs   []string
+	WorktreeDir string
 	// ProjectCommandAgents are the agents a project's command file may
 	// name (nil: command.DefaultProjectAgents; see Apply).
 	ProjectCommandAgents []string
@@ -178,6 +186,8 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	skills := &skill.Catalog{Global: skillDirs(cfg), Logger: cfg.Logger}
+	tools.Add(skill.Tool{Catalog: skills})
 
 	db, lock, node, err := openStore(ctx, &cfg)
 	if err != nil {
@@ -270,6 +280,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
 		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost,
+		Skills:    skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -516,30 +527,6 @@ func (a *App) Stop(ctx context.Context) error {
 		a.lock.Release()
 	})
 	return a.stopErr
-}
-
-// loadCommands makes the catalog of commands: the built-in ones, the
-// global command files (agentd's configuration folder, or CommandDirs),
-// each directory's project command files, and the configuration's. The
-// global files and the server's own directory's are read once here, so
-// that a broken one stops the start with its name.
-func loadCommands(cfg Config) (*command.Catalog, error) {
-	dirs := cfg.CommandDirs
-	if dirs == nil {
-		if d, err := os.UserConfigDir(); err == nil {
-			dirs = append(dirs, filepath.Join(d, "agentd", "command"))
-		}
-	}
-	check := command.Set{}
-	for _, d := range dirs {
-		if err := check.LoadDir(d); err != nil {
-			return nil, err
-		}
-	}
-	if err := check.LoadProject(cfg.Directory); err != nil {
-		return nil, err
-	}
-	return &command.Catalog{Global: dirs, Config: cfg.Commands, ProjectAgents: cfg.ProjectCommandAgents, Logger: cfg.Logger}, nil
 }
 
 // stateReader is what the metrics' scrape-time gauges read: the store and

@@ -23,8 +23,8 @@ type Command struct {
 	Model       string `json:"model,omitempty"`
 	Template    string `json:"template"`
 	Subtask     bool   `json:"subtask,omitempty"`
-	// Source is "command" for every command agentd serves (opencode also
-	// lists MCP prompts and skills).
+	// Source is "command", or "skill" for a skill offered as a command
+	// (opencode also lists MCP prompts).
 	Source string `json:"source"`
 	// Hints are the template's placeholders, for a client to prompt for.
 	Hints []string `json:"hints"`
@@ -37,11 +37,18 @@ type Command struct {
 // Set is the commands by name.
 type Set map[string]Command
 
-// List returns the commands sorted by name, with their hints.
+// List returns the commands sorted by name, with their hints (a skill's
+// text is not a template: it has none).
 func (s Set) List() []Command {
 	out := make([]Command, 0, len(s))
 	for _, c := range s {
-		c.Source, c.Hints = "command", Hints(c.Template)
+		if c.Source == "" {
+			c.Source = "command"
+		}
+		c.Hints = []string{}
+		if c.Source == "command" {
+			c.Hints = Hints(c.Template)
+		}
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

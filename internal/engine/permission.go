@@ -48,6 +48,14 @@ func (r *runner) operatorRules() []core.Rule {
 	return append(rules, r.agent.Permission...)
 }
 
+// denies reports, for a tool that lists what it offers (tool.Contextual),
+// whether the session's rules deny a permission's pattern outright.
+func (r *runner) denies(sess core.Session) func(perm, pattern string) bool {
+	return func(perm, pattern string) bool {
+		return permission.Decide(r.operatorRules(), sess.Permission, sess.Granted, perm, pattern) == core.ActionDeny
+	}
+}
+
 // authorize decides whether a tool call may run. It returns a result for
 // the model when it may not (denied, rejected), and an error when the run
 // must stop (cancelled, store failure).

@@ -10,6 +10,7 @@ import (
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/prompt"
+	"github.com/agentd/agentd/internal/tool"
 )
 
 // agentFor returns the named agent ("" is the default one).
@@ -67,9 +68,16 @@ func (r *runner) setup(ctx context.Context) error {
 	})
 	r.tools = r.tools[:0]
 	for _, t := range e.allTools() {
-		if a.ToolEnabled(t.Name()) {
-			r.tools = append(r.tools, llm.ToolSpec{Name: t.Name(), Description: t.Description(), Schema: t.Schema()})
+		if !a.ToolEnabled(t.Name()) {
+			continue
 		}
+		desc := t.Description()
+		if c, ok := t.(tool.Contextual); ok {
+			if desc = c.DescribeFor(sess.Directory, r.denies(sess)); desc == "" {
+				continue
+			}
+		}
+		r.tools = append(r.tools, llm.ToolSpec{Name: t.Name(), Description: desc, Schema: t.Schema()})
 	}
 	r.maxSteps = e.cfg.MaxSteps
 	if a.Steps > 0 && a.Steps < r.maxSteps {

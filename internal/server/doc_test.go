@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/server"
+	gitwt "github.com/agentd/agentd/internal/worktree"
 )
 
 // TestDocDescribesEveryAnswer sends every route of the document a request
@@ -32,8 +33,20 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("alpha\nbeta\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A repository with a commit (for the worktree routes), a folder to
+	// move a session to, and a skill.
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	os.MkdirAll(filepath.Join(dir, ".opencode", "skill", "doc"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".opencode", "skill", "doc", "SKILL.md"), []byte("---\nname: doc\ndescription: A skill.\n---\nDo it.\n"), 0o644)
+	gitRepo(t, dir)
+	wtDir := t.TempDir()
+	repo, err := gitwt.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wtFolder := (&gitwt.Manager{Root: wtDir}).Folder(repo)
 	cfg := app.Config{DBPath: filepath.Join(t.TempDir(), "a.db"), Host: "127.0.0.1", Version: "test", Directory: dir,
-		Security: server.Security{LoopbackOnly: true}, Logger: slog.New(slog.DiscardHandler)}
+		Security: server.Security{LoopbackOnly: true}, Logger: slog.New(slog.DiscardHandler), WorktreeDir: wtDir, SkillDirs: []string{}}
 	cfg.Engine.Questions = true
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
@@ -161,31 +174,40 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	}
 	questions := waitFor("/question", "id", 2)
 	doomed := session()
+	mover := session()
 
 	type recipe struct {
 		path, body string
 	}
 	recipes := map[string]recipe{
-		"POST /session":                                 {body: `{"title":"doc"}`},
-		"PATCH /session/{id}":                           {body: `{"title":"renamed"}`},
-		"DELETE /session/{id}":                          {path: "/session/" + doomed},
-		"POST /session/{id}/message":                    {body: `{"parts":[{"type":"text","text":"reply:again"}]}`},
-		"POST /session/{id}/prompt_async":               {body: `{"parts":[{"type":"text","text":"reply:async"}]}`},
-		"POST /session/{id}/command":                    {body: `{"command":"review","arguments":""}`},
-		"POST /session/{id}/summarize":                  {body: `{}`},
-		"POST /session/{id}/wait":                       {path: "/session/" + s1 + "/wait?timeout=20s"},
-		"POST /question/{requestID}/reply":              {path: "/question/" + questions[0] + "/reply", body: `{"answers":[["A"]]}`},
-		"POST /question/{requestID}/reject":             {path: "/question/" + questions[1] + "/reject"},
-		"POST /permission/{requestID}/reply":            {path: "/permission/" + perms[0] + "/reply", body: `{"reply":"once"}`},
-		"POST /session/{id}/permissions/{permissionID}": {path: "/session/" + permSession[perms[1]] + "/permissions/" + perms[1], body: `{"response":"reject"}`},
-		"POST /session/{id}/revert":                     {body: `{"messageID":"` + userMsg + `"}`},
-		"POST /session/{id}/fork":                       {body: `{}`},
-		"POST /session/{id}/shell":                      {body: `{"command":"echo shell","agent":"build"}`},
-		"POST /session/{id}/init":                       {body: `{}`},
-		"GET /find":                                     {path: "/find?pattern=alpha"},
-		"GET /find/file":                                {path: "/find/file?query=notes"},
-		"GET /file/content":                             {path: "/file/content?path=notes.txt"},
-		"GET /api/fs/find":                              {path: "/api/fs/find?query=notes"},
+		"POST /session":                                             {body: `{"title":"doc"}`},
+		"PATCH /session/{id}":                                       {body: `{"title":"renamed"}`},
+		"DELETE /session/{id}":                                      {path: "/session/" + doomed},
+		"POST /session/{id}/message":                                {body: `{"parts":[{"type":"text","text":"reply:again"}]}`},
+		"POST /session/{id}/prompt_async":                           {body: `{"parts":[{"type":"text","text":"reply:async"}]}`},
+		"POST /session/{id}/command":                                {body: `{"command":"review","arguments":""}`},
+		"POST /session/{id}/summarize":                              {body: `{}`},
+		"POST /session/{id}/wait":                                   {path: "/session/" + s1 + "/wait?timeout=20s"},
+		"POST /question/{requestID}/reply":                          {path: "/question/" + questions[0] + "/reply", body: `{"answers":[["A"]]}`},
+		"POST /question/{requestID}/reject":                         {path: "/question/" + questions[1] + "/reject"},
+		"POST /permission/{requestID}/reply":                        {path: "/permission/" + perms[0] + "/reply", body: `{"reply":"once"}`},
+		"POST /session/{id}/permissions/{permissionID}":             {path: "/session/" + permSession[perms[1]] + "/permissions/" + perms[1], body: `{"response":"reject"}`},
+		"POST /session/{id}/revert":                                 {body: `{"messageID":"` + userMsg + `"}`},
+		"POST /session/{id}/fork":                                   {body: `{}`},
+		"POST /session/{id}/shell":                                  {body: `{"command":"echo shell","agent":"build"}`},
+		"POST /session/{id}/init":                                   {body: `{}`},
+		"GET /find":                                                 {path: "/find?pattern=alpha"},
+		"GET /find/file":                                            {path: "/find/file?query=notes"},
+		"GET /file/content":                                         {path: "/file/content?path=notes.txt"},
+		"GET /api/fs/find":                                          {path: "/api/fs/find?query=notes"},
+		"PATCH /project/{projectID}":                                {body: `{"name":"renamed"}`},
+		"POST /experimental/project/{projectID}/copy":               {body: `{"strategy":"git_worktree","directory":"/tmp/ignored","name":"doccopy"}`},
+		"DELETE /experimental/project/{projectID}/copy":             {body: `{"directory":"` + filepath.Join(wtFolder, "doccopy") + `","force":false}`},
+		"POST /experimental/project/{projectID}/copy/generate-name": {body: `{"context":"fix the doc"}`},
+		"POST /experimental/worktree":                               {body: `{"name":"docwt"}`},
+		"POST /experimental/worktree/reset":                         {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
+		"DELETE /experimental/worktree":                             {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
+		"POST /experimental/control-plane/move-session":             {body: `{"sessionID":"` + mover + `","destination":{"directory":"` + filepath.Join(dir, "sub") + `"}}`},
 	}
 	type route struct{ method, pattern string }
 	var routes []route
@@ -197,6 +219,8 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	order := func(r route) string {
 		// Reverts before their undo, deletions last.
 		switch {
+		case r.pattern == "/experimental/worktree/reset":
+			return "z0"
 		case r.pattern == "/session/{id}/unrevert":
 			return "z1"
 		case r.method == "DELETE":

@@ -276,7 +276,7 @@ func (s *Server) currentProject(w http.ResponseWriter, r *http.Request) *apiErro
 		return e
 	}
 	root := worktree(dir)
-	p := projectJSON{ID: "global", Worktree: root, Sandboxes: []string{},
+	p := projectJSON{ID: "global", Worktree: root, Sandboxes: s.sandboxes(root),
 		Time: projectTime{Created: s.started.UnixMilli(), Updated: s.started.UnixMilli()}}
 	if root != "/" {
 		p.VCS, p.Name = "git", filepath.Base(root)

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/engine"
@@ -163,7 +162,7 @@ func (s *Server) listCommands(w http.ResponseWriter, r *http.Request) *apiError 
 	if e != nil {
 		return e
 	}
-	writeList(w, r, s.cfg.Commands.For(dir).List(), false, nil)
+	writeList(w, r, s.commandsFor(dir).List(), false, nil)
 	return nil
 }
 
@@ -204,12 +203,12 @@ func (s *Server) command(r *http.Request, name, args, messageID, agent, model, v
 	if err != nil {
 		return engine.Admission{}, s.storeErr(err, "session "+id)
 	}
-	c, ok := s.cfg.Commands.For(sess.Directory)[strings.TrimPrefix(name, "/")]
+	c, ok := s.commandsFor(sess.Directory)[strings.TrimPrefix(name, "/")]
 	if !ok {
 		return engine.Admission{}, notFound("command %q not found (GET /command lists them)", name)
 	}
 	pi := engine.PromptInput{MessageID: messageID, Agent: agent, Variant: variant,
-		Parts: append([]engine.InputPart{{Type: core.PartText, Text: command.Expand(c.Template, args)}}, files...)}
+		Parts: append([]engine.InputPart{{Type: core.PartText, Text: commandText(c, args)}}, files...)}
 	if agent == "" {
 		if pi.Agent, err = s.cfg.Commands.Agent(c); err != nil {
 			return engine.Admission{}, &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: err.Error()}
@@ -268,6 +267,9 @@ func (s *Server) disposeInstance(w http.ResponseWriter, r *http.Request) *apiErr
 		return e
 	}
 	s.cfg.Commands.Forget(dir)
+	if s.cfg.Skills != nil {
+		s.cfg.Skills.Forget(dir)
+	}
 	s.hub.PublishLive(core.MustEvent("", "server.instance.disposed", map[string]string{"directory": dir}))
 	writeJSON(w, http.StatusOK, true)
 	return nil

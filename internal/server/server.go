@@ -23,8 +23,10 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/ui"
+	gitwt "github.com/agentd/agentd/internal/worktree"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -54,6 +56,12 @@ type Config struct {
 	// Commands resolve the commands of a directory, for GET /command and
 	// POST /session/{id}/command (nil: the built-in ones only).
 	Commands *command.Catalog
+	// Skills resolve the skills of a directory, for GET /skill and as
+	// commands (nil: none).
+	Skills *skill.Catalog
+	// Worktrees makes and removes the git worktrees of projects (nil: it
+	// lists them but makes none).
+	Worktrees *gitwt.Manager
 	// Metrics serves GET /metrics (nil: the process's own metrics only).
 	Metrics http.Handler
 	// Tracer, when set, records a span per request (see traced).
@@ -114,6 +122,9 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	if cfg.Commands == nil {
 		cfg.Commands = &command.Catalog{}
 	}
+	if cfg.Worktrees == nil {
+		cfg.Worktrees = &gitwt.Manager{}
+	}
 	if cfg.Metrics == nil {
 		// A server built without the node's metrics still reports the
 		// process's own.
@@ -164,7 +175,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/agent", "Agents a prompt may name.", false, s.listAgents},
 		{"GET", "/path", "The server's home, state and config directories and the request's worktree.", false, s.getPath},
 		{"GET", "/project/current", "The project of the request's directory.", false, s.currentProject},
-		{"GET", "/project/{projectID}/directories", "Extra directories of a project (none).", false, fixed([]struct{}{})},
+		{"GET", "/project/{projectID}/directories", "The directories of the request's repository: its main worktree and its linked ones (strategy git_worktree: made by agentd).", false, s.projectDirectories},
 		{"GET", "/vcs", "The git branch of the request's directory.", false, s.getVCS},
 		{"GET", "/command", "Commands of the request's directory: the built-in init and review, the command files', the configuration's.", false, s.listCommands},
 		{"POST", "/session/{id}/init", "Run the init command: the model writes or improves the project's AGENTS.md.", false, s.initProject},
@@ -193,11 +204,12 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/api/integration", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/api/reference", "opencode's next API: no items.", false, s.apiLocation(true)},
 		{"GET", "/api/command", "opencode's next API: no items.", false, s.apiLocation(true)},
-		{"GET", "/api/skill", "opencode's next API: no items.", false, s.apiLocation(true)},
+		{"GET", "/api/skill", "Skills of the request's location (opencode's next API).", false, s.apiSkills},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
 		{"GET", "/node", "This node: its id, database kind, the run leases it holds and what confines the commands run for the model.", true, s.node},
 		{"GET", "/metrics", "Metrics in Prometheus text format: runs, model and tool calls, tokens, events, the store, the process.", true, s.metrics},
 	}
+	s.routes = append(s.routes, s.projectRoutes()...)
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}
 	var order []string

@@ -292,6 +292,13 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"POST /session/{id}/share", "POST /session/{id}/shell", "POST /session/{id}/summarize", "POST /session/{id}/unrevert",
 		"POST /session/{id}/wait",
 	}
+	// Projects, worktrees and skills (projects.go).
+	want = append(want, "GET /skill", "GET /project", "PATCH /project/{projectID}", "POST /project/git/init",
+		"POST /experimental/project/{projectID}/copy", "DELETE /experimental/project/{projectID}/copy",
+		"POST /experimental/project/{projectID}/copy/refresh", "POST /experimental/project/{projectID}/copy/generate-name",
+		"GET /experimental/worktree", "POST /experimental/worktree", "DELETE /experimental/worktree",
+		"POST /experimental/worktree/reset", "POST /experimental/control-plane/move-session")
+	sort.Strings(want)
 
 	if diff := cmp.Diff(want, ops); diff != "" {
 		t.Errorf("documented operations (-want +got):\n%s", diff)

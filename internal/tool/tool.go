@@ -120,6 +120,15 @@ func Mutates(t Tool) bool {
 	return !ok || !ro.ReadOnly()
 }
 
+// Contextual is implemented by tools whose description depends on where a
+// run works and on what it may do: the skill tool lists the skills of the
+// session's directory that the rules do not deny. DescribeFor returns ""
+// when the tool has nothing to offer there; it is then left out of the
+// run's tools.
+type Contextual interface {
+	DescribeFor(dir string, denied func(permission, pattern string) bool) string
+}
+
 // Permissioned is implemented by tools that need permissions. Needs must
 // not have side effects; bad input yields no needs (Run reports it).
 type Permissioned interface {

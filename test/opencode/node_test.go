@@ -63,7 +63,7 @@ func startNode(t *testing.T, extra string) *node {
 	cfg := app.Config{
 		DBPath: filepath.Join(t.TempDir(), "agentd.db"), Host: "127.0.0.1", Version: "test",
 		Directory: dir, Models: models, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Heartbeat: 200 * time.Millisecond,
+		Heartbeat: 200 * time.Millisecond, WorktreeDir: t.TempDir(), SkillDirs: []string{},
 	}
 	cfg.Security.LoopbackOnly = true
 	cfg.Engine.Resume = true

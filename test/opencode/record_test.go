@@ -182,6 +182,13 @@ func (rec *recorder) check(t *testing.T) verdict {
 			continue
 		}
 		var s = badRequest
+		if ex.status == http.StatusBadRequest && validate(badRequest, ex.body) != nil {
+			// A route whose document names its own 400 error (the TUI
+			// reads ProjectCopyError's forceRequired) is judged by it.
+			if own, err := doc.responseSchema(tmpl, ex.method, ex.status); err == nil && own != nil {
+				s = own
+			}
+		}
 		if ex.status != http.StatusBadRequest {
 			// opencode's document gives some routes a tagged 400 shape,
 			// but opencode answers every bad request with its named

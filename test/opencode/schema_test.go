@@ -194,6 +194,8 @@ func TestSchema(t *testing.T) {
 	}
 	n.call(t, "DELETE", sp+"/share", nil, nil)
 
+	judgeProjects(t, n)
+
 	// Reads.
 	var msgs []struct {
 		Info struct {
