@@ -298,10 +298,16 @@ func TestRunAttachesPictures(t *testing.T) {
 	if want := fmt.Sprintf("image image/png %d bytes", png.Len()); !strings.Contains(r.stdout, want) {
 		t.Errorf("the model did not see the picture (want %q): %s", want, r)
 	}
+	// The run's call, not the title's (which may come after it).
 	rec := fake.Recorded()
-	last := rec[len(rec)-1]
-	if !bytes.Contains(last.Body, []byte(`"type":"image"`)) || !bytes.Contains(last.Body, []byte("util.go")) {
-		t.Errorf("the provider got no image block or no listing: %.600s", last.Body)
+	var got []byte
+	for _, r := range rec {
+		if !bytes.Contains(r.Body, []byte("You write titles")) {
+			got = r.Body
+		}
+	}
+	if !bytes.Contains(got, []byte(`"type":"image"`)) || !bytes.Contains(got, []byte("util.go")) {
+		t.Errorf("the provider got no image block or no listing: %.600s", got)
 	}
 	if r := c.run("run", "--model", "fake/plain", "--file", "shot.png", "reply:x"); r.code != 1 || !strings.Contains(r.stderr, "does not take image input") {
 		t.Errorf("a picture for a text-only model: %s", r)

@@ -262,7 +262,9 @@ func TestRenewReleaseAbort(t *testing.T) {
 	aborts := make(chan string, 4)
 	a.OnAbort(func(runID string, reason core.EndReason) { aborts <- runID + " " + string(reason) })
 	run := seedRun(t, a, core.RunRunning)
-	const ttl = 300 * time.Millisecond
+	// Long enough that a loaded machine's renewal, every poll of 10 ms
+	// once half of it is left, always lands in time.
+	const ttl = 2 * time.Second
 	c, ok, err := a.Claim(t.Context(), run.ID, ttl)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
