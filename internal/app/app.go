@@ -30,6 +30,7 @@ import (
 	"github.com/agentd/agentd/internal/lockfile"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/pty"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/snapshot"
@@ -111,6 +112,8 @@ type Config struct {
 	// files read, which it hides from them (see startSandbox).
 	Sandbox     sandbox.Config
 	ConfigFiles []string
+	// Terminals serves terminals to clients (off unless Enabled).
+	Terminals Terminals
 }
 
 // App is a running agentd node.
@@ -127,6 +130,7 @@ type App struct {
 	lock    *lockfile.Lock
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
+	terms   *pty.Manager
 	http    *http.Server
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -264,15 +268,24 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		c := Catalog(config.File{}, def, cfg.Engine.Permission, cfg.Engine.Agents.All())
 		cfg.Catalog = &c
 	}
+	terms, err := startTerminals(ctx, cfg, sb, hub)
+	if err != nil {
+		eng.Stop()
+		release()
+		return nil, err
+	}
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
 		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
-		Unhealthy: st.Lost,
+		Unhealthy: st.Lost, Terminals: terminalService(terms),
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
+		if terms != nil {
+			terms.Stop()
+		}
 		eng.Stop()
 		release()
 		return nil, fmt.Errorf("listen: %w", err)
@@ -285,7 +298,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -503,6 +516,11 @@ func (a *App) Stop(ctx context.Context) error {
 	a.once.Do(func() {
 		a.http.SetKeepAlivesEnabled(false)
 		a.cancel()
+		if a.terms != nil {
+			// Terminals end before the store: their websockets are
+			// hijacked connections, which Shutdown does not wait for.
+			a.terms.Stop()
+		}
 		a.Engine.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

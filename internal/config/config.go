@@ -220,6 +220,21 @@ type Settings struct {
 	// internal/sandbox). Only the operator's files set it: a project's
 	// agentd.json, which the model can write, cannot.
 	Sandbox *Sandbox `json:"sandbox"`
+	// Terminal serves terminals to clients (opencode's /pty; the web
+	// app's terminal panel); off unless enabled. Only the operator's
+	// files set it, as the sandbox.
+	Terminal *Terminal `json:"terminal"`
+}
+
+// Terminal is agentd.terminal. Enabled turns terminals on (a terminal is
+// a shell for whoever can reach the API, confined by the sandbox as the
+// model's commands are); Shell is the program a terminal runs when the
+// client names none (an absolute path; default the server's $SHELL, else
+// bash, else sh); Max bounds the terminals kept at once (default 16).
+type Terminal struct {
+	Enabled bool   `json:"enabled"`
+	Shell   string `json:"shell"`
+	Max     int    `json:"max"`
 }
 
 // SnapshotSettings place the snapshot stores: Dir (an absolute path) is
@@ -474,6 +489,9 @@ func merge(a, b File) File {
 	}
 	if b.Agentd.Sandbox != nil {
 		a.Agentd.Sandbox = b.Agentd.Sandbox
+	}
+	if b.Agentd.Terminal != nil {
+		a.Agentd.Terminal = b.Agentd.Terminal
 	}
 	return a
 }

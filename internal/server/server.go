@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/pty"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/ui"
 	"go.opentelemetry.io/otel/trace"
@@ -63,6 +64,9 @@ type Config struct {
 	// Unhealthy, when set, says why the node cannot serve as it should
 	// (nil while it can); GET /global/health reports it.
 	Unhealthy func() error
+	// Terminals serves the /pty routes (nil: terminals are off, and
+	// those routes refuse with 403).
+	Terminals pty.Service
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind
@@ -198,6 +202,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/node", "This node: its id, database kind, the run leases it holds and what confines the commands run for the model.", true, s.node},
 		{"GET", "/metrics", "Metrics in Prometheus text format: runs, model and tool calls, tokens, events, the store, the process.", true, s.metrics},
 	}
+	s.routes = append(s.routes, s.ptyRoutes()...)
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}
 	var order []string
@@ -268,9 +273,9 @@ func (s *Server) dispatch(rts []route) http.Handler {
 const writeTimeout = 60 * time.Second
 
 // longRoute reports whether a route answers late on purpose: event
-// streams, and the routes that wait for a run.
+// streams, websockets, and the routes that wait for a run.
 func longRoute(rt route) bool {
-	return strings.HasSuffix(rt.pattern, "/event") || rt.method == http.MethodPost &&
+	return strings.HasSuffix(rt.pattern, "/event") || strings.HasSuffix(rt.pattern, "/connect") || rt.method == http.MethodPost &&
 		(strings.HasSuffix(rt.pattern, "/message") || strings.HasSuffix(rt.pattern, "/wait") || strings.HasSuffix(rt.pattern, "/summarize") ||
 			strings.HasSuffix(rt.pattern, "/shell") || strings.HasSuffix(rt.pattern, "/command"))
 }
@@ -279,7 +284,7 @@ func longRoute(rt route) bool {
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = s.mux
 	h = s.readBody(h)
-	h = s.cfg.Security.middleware(h)
+	h = s.cfg.Security.middleware(h, s.consumeTicket)
 	h = cleanPaths(h)
 	h = s.recoverPanics(h)
 	if s.cfg.AccessLog {
