@@ -22,6 +22,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd/internal/pty"
+	"github.com/agentd/agentd/internal/sandbox"
+	"github.com/agentd/agentd/internal/testenv"
+	"github.com/agentd/agentd/internal/tool"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -483,5 +486,68 @@ func TestBadInput(t *testing.T) {
 	second := f.create(t, pty.CreateInput{Command: "/bin/sh", Args: []string{"-c", "true"}})
 	if list := f.m.List(""); len(list) != 1 || list[0].ID != second.ID {
 		t.Errorf("list: %+v", list)
+	}
+}
+
+// TestTerminalIsConfined: a terminal is a shell nobody's rules judge, so
+// the sandbox holds it as it holds the model's commands: it writes in its
+// workspace and temporary directory and nowhere else, and cannot read
+// what the server hides (its database).
+func TestTerminalIsConfined(t *testing.T) {
+	if sandbox.ABI() < 1 {
+		testenv.Skip(t, testenv.Landlock(1), "terminals are confined by Landlock")
+	}
+	t.Parallel()
+	secret, outside := t.TempDir(), t.TempDir()
+	db := filepath.Join(secret, "agentd.db")
+	if err := os.WriteFile(db, []byte("SQLite format 3"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeRequired, Hidden: []string{secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, pty.Config{Sandbox: sb})
+	script := `echo x > "$OUT/f" && echo ESCAPED; cat "$DB" && echo READ-DB; ` +
+		`echo ok > inside.txt && echo INSIDE-OK; echo t > "$TMPDIR/t" && echo TMP-OK`
+	info := f.create(t, pty.CreateInput{Command: "/bin/sh", Args: []string{"-c", script}, Env: map[string]string{"OUT": outside, "DB": db}})
+	waitExited(t, f.m, info.ID)
+	c := f.dial(t, info.ID, "0")
+	c.drain()
+	out := c.text.String()
+	for _, bad := range []string{"ESCAPED", "SQLite", "READ-DB"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%s: %q", bad, out)
+		}
+	}
+	for _, good := range []string{"INSIDE-OK", "TMP-OK"} {
+		if !strings.Contains(out, good) {
+			t.Errorf("no %s: %q", good, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, "f")); err == nil {
+		t.Error("the terminal wrote outside its workspace")
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "inside.txt")); err != nil {
+		t.Errorf("the terminal could not write in its workspace: %v", err)
+	}
+}
+
+// TestTerminalEnvironment: a terminal gets the tools' allow-listed
+// environment (no server secret, no variable nobody listed), the client's
+// variables, a terminal type, and the container's marker, which a client
+// cannot replace.
+func TestTerminalEnvironment(t *testing.T) {
+	t.Setenv("AGENTD_PTY_TEST_SECRET", "s3cret")
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	f := newFixture(t, pty.Config{Env: tool.NewEnv(nil, nil), Scope: "ptytest"})
+	info := f.create(t, pty.CreateInput{Command: "/bin/sh",
+		Args: []string{"-c", `echo "[$AGENTD_PTY_TEST_SECRET][$OPENAI_API_KEY][$TERM][$AGENTD_TOOL][$FROM_CLIENT]"`},
+		Env:  map[string]string{"FROM_CLIENT": "yes", "AGENTD_TOOL": "forged", "TERM": "dumb"}})
+	waitExited(t, f.m, info.ID)
+	c := f.dial(t, info.ID, "0")
+	c.drain()
+	if want := "[][][xterm-256color][ptytest/" + info.ID + "][yes]"; !strings.Contains(c.text.String(), want) {
+		t.Errorf("got %q, want %s", c.text.String(), want)
 	}
 }

@@ -25,11 +25,12 @@ type ring struct {
 	wake    chan struct{}
 }
 
-// chunk is text that starts at cursor start and spans units UTF-16 code
-// units.
+// chunk is text (valid UTF-8) that starts at cursor start and spans
+// units UTF-16 code units. The last chunk grows by append while it is
+// small.
 type chunk struct {
 	start, units int64
-	text         string
+	text         []byte
 }
 
 // mergeBelow is the size under which output is appended to the last
@@ -66,10 +67,10 @@ func (r *ring) add(text string) {
 	units := utf16Len(text)
 	if n := len(r.chunks); n > 0 && len(r.chunks[n-1].text) < mergeBelow {
 		last := &r.chunks[n-1]
-		last.text += text
+		last.text = append(last.text, text...)
 		last.units += units
 	} else {
-		r.chunks = append(r.chunks, chunk{start: r.end, units: units, text: text})
+		r.chunks = append(r.chunks, chunk{start: r.end, units: units, text: []byte(text)})
 	}
 	r.end += units
 	r.bytes += len(text)
@@ -126,7 +127,7 @@ func (r *ring) read(from, until int64, max int) (text string, next int64, wake <
 	}
 	i := r.find(from)
 	c := r.chunks[i]
-	s, skipped := skipUnits(c.text, from-c.start)
+	s, skipped := skipUnits(string(c.text), from-c.start)
 	pos := c.start + skipped
 	if c.start+c.units > until {
 		s = takeUnits(s, until-pos)
