@@ -30,7 +30,6 @@ import (
 	"github.com/agentd/agentd/internal/lockfile"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
-	"github.com/agentd/agentd/internal/pty"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/snapshot"
@@ -112,8 +111,7 @@ type Config struct {
 	// files read, which it hides from them (see startSandbox).
 	Sandbox     sandbox.Config
 	ConfigFiles []string
-	// Terminals serves terminals to clients (off unless Enabled).
-	Terminals Terminals
+	Terminals   Terminals // terminals for clients (agentd.terminal), off unless Enabled
 }
 
 // App is a running agentd node.
@@ -130,7 +128,7 @@ type App struct {
 	lock    *lockfile.Lock
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
-	terms   *pty.Manager
+	terms   *terminals
 	http    *http.Server
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -268,12 +266,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		c := Catalog(config.File{}, def, cfg.Engine.Permission, cfg.Engine.Agents.All())
 		cfg.Catalog = &c
 	}
-	terms, err := startTerminals(ctx, cfg, sb, hub)
-	if err != nil {
-		eng.Stop()
-		release()
-		return nil, err
-	}
+	terms := startTerminals(ctx, cfg, sb, hub)
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
@@ -283,9 +276,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
-		if terms != nil {
-			terms.Stop()
-		}
+		terms.Stop()
 		eng.Stop()
 		release()
 		return nil, fmt.Errorf("listen: %w", err)
@@ -516,11 +507,7 @@ func (a *App) Stop(ctx context.Context) error {
 	a.once.Do(func() {
 		a.http.SetKeepAlivesEnabled(false)
 		a.cancel()
-		if a.terms != nil {
-			// Terminals end before the store: their websockets are
-			// hijacked connections, which Shutdown does not wait for.
-			a.terms.Stop()
-		}
+		a.terms.Stop() // its websockets are hijacked connections, which Shutdown does not wait for
 		a.Engine.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

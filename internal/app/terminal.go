@@ -47,12 +47,16 @@ func terminalsFrom(s Setup, loaded *config.Loaded) Terminals {
 	return Terminals{Enabled: tm.Enabled, Shell: tm.Shell, Max: tm.Max}
 }
 
+// terminals are a node's terminals (nil when off; Stop takes nil).
+type terminals = pty.Manager
+
 // startTerminals starts the node's terminals when the operator turned
 // them on (nil otherwise): confined by the node's sandbox, with the tools'
-// environment and containers, announcing themselves on the event hub.
-func startTerminals(ctx context.Context, cfg Config, sb *sandbox.Sandbox, hub *events.Hub) (*pty.Manager, error) {
+// environment and containers, announcing themselves on the event hub. A
+// system that cannot run them says so and serves without.
+func startTerminals(ctx context.Context, cfg Config, sb *sandbox.Sandbox, hub *events.Hub) *pty.Manager {
 	if !cfg.Terminals.Enabled {
-		return nil, nil
+		return nil
 	}
 	m := pty.New(pty.Config{
 		Shell: cfg.Terminals.Shell, Max: cfg.Terminals.Max, Env: cfg.Engine.ToolEnv, Sandbox: sb,
@@ -60,14 +64,15 @@ func startTerminals(ctx context.Context, cfg Config, sb *sandbox.Sandbox, hub *e
 		Notify: func(typ string, props any) { hub.PublishLive(core.MustEvent("", typ, props)) },
 	})
 	if err := m.Start(ctx); err != nil {
-		return nil, err
+		cfg.Logger.Error("terminals are on but cannot run here; serving without", "err", err)
+		return nil
 	}
 	if sb == nil {
 		cfg.Logger.Warn("terminals are on and the sandbox is not: a terminal's shell can change everything the server's user can")
 	} else {
 		cfg.Logger.Info("terminals are on: each is a shell for whoever can reach the API, confined like the model's commands")
 	}
-	return m, nil
+	return m
 }
 
 // terminalService is m as the API's service, nil (terminals off) when m

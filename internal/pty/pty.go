@@ -227,9 +227,12 @@ func (m *Manager) Start(ctx context.Context) error {
 }
 
 // Stop closes every websocket (1001, going away), kills every terminal
-// and what it started, and waits for all of it. It is idempotent and
-// safe before Start.
+// and what it started, and waits for all of it. It is idempotent, safe
+// before Start, and on a nil Manager.
 func (m *Manager) Stop() {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	if m.state == stateStopped {
 		m.mu.Unlock()

@@ -292,6 +292,10 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"POST /session/{id}/share", "POST /session/{id}/shell", "POST /session/{id}/summarize", "POST /session/{id}/unrevert",
 		"POST /session/{id}/wait",
 	}
+	// The terminal routes (pty.go).
+	want = append(want, "GET /pty", "POST /pty", "GET /pty/shells", "GET /pty/{ptyID}", "PUT /pty/{ptyID}",
+		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
+	sort.Strings(want)
 
 	if diff := cmp.Diff(want, ops); diff != "" {
 		t.Errorf("documented operations (-want +got):\n%s", diff)
