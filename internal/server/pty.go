@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/agentd/agentd/internal/pty"
 )
@@ -199,9 +200,18 @@ func (s *Server) ptyConnect(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	id := r.PathValue("ptyID")
+	if _, err := t.Get(id); err != nil {
+		if errors.Is(err, pty.ErrNotFound) {
+			return notFound("PTY session not found: %s", id)
+		}
+		return ptyErr(err, id)
+	}
 	cursor, err := pty.ParseCursor(r.URL.Query().Get("cursor"))
 	if err != nil {
 		return badRequest("%v", err)
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return badRequest("%s is a websocket: ask with Connection: Upgrade and Upgrade: websocket", r.URL.Path)
 	}
 	if err := t.Connect(w, r, id, cursor); err != nil {
 		if errors.Is(err, pty.ErrNotFound) {

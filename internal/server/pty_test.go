@@ -170,8 +170,11 @@ func TestTerminalRoutes(t *testing.T) {
 		t.Errorf("a size of 0 rows: %d %s", r.status, r.body)
 	}
 	echo(t, u+"/pty/"+id+"/connect?cursor=0", nil)
-	if r := call(t, "GET", u+"/pty/"+id+"/connect?cursor=x", "", nil); r.status != 400 {
+	if r := upgrade(t, u+"/pty/"+id+"/connect?cursor=x", nil); r.status != 400 {
 		t.Errorf("a bad cursor: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", u+"/pty/"+id+"/connect", "", nil); r.status != 400 || !strings.Contains(string(r.body), "is a websocket") {
+		t.Errorf("not a websocket: %d %s", r.status, r.body)
 	}
 	if r := call(t, "POST", u+"/pty", `{"cwd":"`+other+`"}`, nil); r.status != 400 {
 		t.Errorf("cwd outside the workspace: %d %s", r.status, r.body)
