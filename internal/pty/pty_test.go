@@ -51,6 +51,16 @@ func newFixture(t *testing.T, cfg pty.Config) *fixture {
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	srv := newServer(m)
+	t.Cleanup(func() {
+		m.Stop()
+		srv.Close()
+	})
+	return &fixture{m: m, srv: srv, dir: dir}
+}
+
+// newServer serves the manager's websockets.
+func newServer(m *pty.Manager) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /pty/{id}/connect", func(w http.ResponseWriter, r *http.Request) {
 		cursor, err := pty.ParseCursor(r.URL.Query().Get("cursor"))
@@ -62,12 +72,7 @@ func newFixture(t *testing.T, cfg pty.Config) *fixture {
 			http.Error(w, err.Error(), http.StatusNotFound)
 		}
 	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		m.Stop()
-		srv.Close()
-	})
-	return &fixture{m: m, srv: srv, dir: dir}
+	return httptest.NewServer(mux)
 }
 
 // shell is an interactive bash that reads no startup file.
