@@ -19,19 +19,28 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/testenv"
 )
 
 // startTerminals starts a node whose operator turned terminals on, with
 // its workspace.
 func startTerminals(t *testing.T, sec server.Security) (*app.App, string) {
+	a, ws, _ := startTerminalsDB(t, sec)
+	return a, ws
+}
+
+// startTerminalsDB is startTerminals that also says where the database is.
+func startTerminalsDB(t *testing.T, sec server.Security) (*app.App, string, string) {
 	t.Helper()
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	db := filepath.Join(t.TempDir(), "a.db")
 	a, err := app.Start(t.Context(), app.Config{
-		DBPath: filepath.Join(t.TempDir(), "a.db"), Host: "127.0.0.1", Version: "test",
+		DBPath: db, Host: "127.0.0.1", Version: "test",
 		Directory: ws, Security: sec, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Terminals: app.Terminals{Enabled: true},
 	})
@@ -39,7 +48,7 @@ func startTerminals(t *testing.T, sec server.Security) (*app.App, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Stop(context.WithoutCancel(t.Context())) })
-	return a, ws
+	return a, ws, db
 }
 
 // bash is a terminal's body: an interactive bash without startup files.
@@ -301,5 +310,39 @@ func TestServerStopEndsTerminals(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestTerminalConfinedByTheNode: a node's terminals run in its sandbox,
+// which hides its database: a terminal can neither read it nor write
+// outside its workspace.
+func TestTerminalConfinedByTheNode(t *testing.T) {
+	if sandbox.ABI() < 1 {
+		testenv.Skip(t, testenv.Landlock(1), "terminals are confined by Landlock")
+	}
+	t.Parallel()
+	a, ws, db := startTerminalsDB(t, server.Security{LoopbackOnly: true})
+	outside := t.TempDir()
+	body, _ := json.Marshal(map[string]any{"command": "/bin/sh", "args": []string{"-c",
+		`head -c 16 "$DB" > stolen; echo x > "$OUT/f"; echo done > finished`},
+		"env": map[string]string{"DB": db, "OUT": outside}})
+	if r := call(t, "POST", a.URL()+"/pty", string(body), nil); r.status != 200 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, _ := os.ReadFile(filepath.Join(ws, "finished")); string(b) == "done\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminal's command did not finish")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "stolen")); len(b) > 0 {
+		t.Errorf("the terminal read the database: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "f")); err == nil {
+		t.Error("the terminal wrote outside its workspace")
 	}
 }
