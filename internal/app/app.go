@@ -119,6 +119,7 @@ type Config struct {
 	// files read, which it hides from them (see startSandbox).
 	Sandbox     sandbox.Config
 	ConfigFiles []string
+	Terminals   Terminals // terminals for clients (agentd.terminal), off unless Enabled
 }
 
 // App is a running agentd node.
@@ -135,6 +136,7 @@ type App struct {
 	lock    *lockfile.Lock
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
+	terms   *terminals
 	http    *http.Server
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -274,16 +276,18 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		c := Catalog(config.File{}, def, cfg.Engine.Permission, cfg.Engine.Agents.All())
 		cfg.Catalog = &c
 	}
+	terms := startTerminals(ctx, cfg, sb, hub)
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
 		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
-		Unhealthy: st.Lost,
-		Skills:    skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
+		Unhealthy: st.Lost, Terminals: terminalService(terms),
+		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
+		terms.Stop()
 		eng.Stop()
 		release()
 		return nil, fmt.Errorf("listen: %w", err)
@@ -296,7 +300,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -514,6 +518,7 @@ func (a *App) Stop(ctx context.Context) error {
 	a.once.Do(func() {
 		a.http.SetKeepAlivesEnabled(false)
 		a.cancel()
+		a.terms.Stop() // its websockets are hijacked connections, which Shutdown does not wait for
 		a.Engine.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

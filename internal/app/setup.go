@@ -57,6 +57,7 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	base.Directory = s.Workspace
 	base.Engine.GlobalDir = s.GlobalDir
 	base.Sandbox = sandboxFrom(s, &loaded)
+	base.Terminals = terminalsFrom(s, &loaded)
 	base.ConfigFiles = loaded.Used
 	base.Engine.Resume = true
 	if err := base.Apply(loaded.File, s.Workspace); err != nil {

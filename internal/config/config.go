@@ -220,6 +220,21 @@ type Settings struct {
 	// internal/sandbox). Only the operator's files set it: a project's
 	// agentd.json, which the model can write, cannot.
 	Sandbox *Sandbox `json:"sandbox"`
+	// Terminal serves terminals to clients (opencode's /pty; the web
+	// app's terminal panel); off unless enabled. Only the operator's
+	// files set it, as the sandbox.
+	Terminal *Terminal `json:"terminal"`
+}
+
+// Terminal is agentd.terminal. Enabled turns terminals on (a terminal is
+// a shell for whoever can reach the API, confined by the sandbox as the
+// model's commands are); Shell is the program a terminal runs when the
+// client names none (an absolute path; default the server's $SHELL, else
+// bash, else sh); Max bounds the terminals kept at once (default 16).
+type Terminal struct {
+	Enabled bool   `json:"enabled"`
+	Shell   string `json:"shell"`
+	Max     int    `json:"max"`
 }
 
 // SnapshotSettings place the snapshot stores: Dir (an absolute path) is
@@ -415,15 +430,6 @@ func merge(a, b File) File {
 		a.Tools[k] = v
 	}
 	a.EnvRefs = append(a.EnvRefs, b.EnvRefs...)
-	if b.Agentd.ToolEnv != nil {
-		a.Agentd.ToolEnv = b.Agentd.ToolEnv
-	}
-	if b.Agentd.ProjectCommandAgents != nil {
-		a.Agentd.ProjectCommandAgents = b.Agentd.ProjectCommandAgents
-	}
-	if b.Agentd.Questions {
-		a.Agentd.Questions = true
-	}
 	if b.Model != "" {
 		a.Model = b.Model
 	}
@@ -446,15 +452,6 @@ func merge(a, b File) File {
 	for k, v := range b.Agent {
 		a.Agent[k] = v
 	}
-	if b.Agentd.MaxSteps != 0 {
-		a.Agentd.MaxSteps = b.Agentd.MaxSteps
-	}
-	if b.Agentd.Resume != nil {
-		a.Agentd.Resume = b.Agentd.Resume
-	}
-	if b.Agentd.Retry != nil {
-		a.Agentd.Retry = b.Agentd.Retry
-	}
 	if len(b.MCP) > 0 && a.MCP == nil {
 		a.MCP = map[string]mcp.Server{}
 	}
@@ -467,22 +464,49 @@ func merge(a, b File) File {
 	for k, v := range b.Command {
 		a.Command[k] = v
 	}
-	if b.Agentd.MCP != nil {
-		a.Agentd.MCP = b.Agentd.MCP
-	}
-	if b.Agentd.Webfetch != nil {
-		a.Agentd.Webfetch = b.Agentd.Webfetch
-	}
-	if b.Agentd.Events != nil {
-		a.Agentd.Events = b.Agentd.Events
-	}
-	if b.Agentd.Snapshot != nil {
-		a.Agentd.Snapshot = b.Agentd.Snapshot
-	}
-	if b.Agentd.Sandbox != nil {
-		a.Agentd.Sandbox = b.Agentd.Sandbox
-	}
+	mergeAgentd(&a.Agentd, b.Agentd)
 	return a
+}
+
+// mergeAgentd lays b's agentd block over a's: each setting b gives
+// replaces a's.
+func mergeAgentd(a *Settings, b Settings) {
+	if b.ToolEnv != nil {
+		a.ToolEnv = b.ToolEnv
+	}
+	if b.ProjectCommandAgents != nil {
+		a.ProjectCommandAgents = b.ProjectCommandAgents
+	}
+	if b.Questions {
+		a.Questions = true
+	}
+	if b.MaxSteps != 0 {
+		a.MaxSteps = b.MaxSteps
+	}
+	if b.Resume != nil {
+		a.Resume = b.Resume
+	}
+	if b.Retry != nil {
+		a.Retry = b.Retry
+	}
+	if b.MCP != nil {
+		a.MCP = b.MCP
+	}
+	if b.Webfetch != nil {
+		a.Webfetch = b.Webfetch
+	}
+	if b.Events != nil {
+		a.Events = b.Events
+	}
+	if b.Snapshot != nil {
+		a.Snapshot = b.Snapshot
+	}
+	if b.Sandbox != nil {
+		a.Sandbox = b.Sandbox
+	}
+	if b.Terminal != nil {
+		a.Terminal = b.Terminal
+	}
 }
 
 // ParseModel splits "provider/model" (the model id may contain slashes).

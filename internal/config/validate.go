@@ -42,6 +42,14 @@ func (f File) Validate() error {
 			}
 		}
 	}
+	if tm := a.Terminal; tm != nil {
+		if tm.Max < 0 || tm.Max > 256 {
+			return fmt.Errorf("agentd.terminal.max %d: want 1 to 256 (0 or absent: 16)", tm.Max)
+		}
+		if tm.Shell != "" && !strings.HasPrefix(tm.Shell, "/") {
+			return fmt.Errorf("agentd.terminal.shell %q: want an absolute path", tm.Shell)
+		}
+	}
 	for name, ag := range f.Agent {
 		if ag.Steps < 0 || ag.MaxSteps < 0 {
 			return fmt.Errorf("agent.%s.steps: want a positive count", name)

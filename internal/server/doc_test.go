@@ -48,6 +48,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	cfg := app.Config{DBPath: filepath.Join(t.TempDir(), "a.db"), Host: "127.0.0.1", Version: "test", Directory: dir,
 		Security: server.Security{LoopbackOnly: true}, Logger: slog.New(slog.DiscardHandler), WorktreeDir: wtDir, SkillDirs: []string{}}
 	cfg.Engine.Questions = true
+	cfg.Terminals.Enabled = true
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +176,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	questions := waitFor("/question", "id", 2)
 	doomed := session()
 	mover := session()
+	ptyID := mustJSON("POST", "/pty", `{"command":"/bin/sh","args":["-c","read x"]}`)["id"].(string)
 
 	type recipe struct {
 		path, body string
@@ -208,6 +210,8 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /experimental/worktree/reset":                         {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"DELETE /experimental/worktree":                             {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"POST /experimental/control-plane/move-session":             {body: `{"sessionID":"` + mover + `","destination":{"directory":"` + filepath.Join(dir, "sub") + `"}}`},
+		"POST /pty":        {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
+		"PUT /pty/{ptyID}": {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
 	}
 	type route struct{ method, pattern string }
 	var routes []route
@@ -234,11 +238,14 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		rc := recipes[key]
 		path := rc.path
 		if path == "" {
-			path = strings.NewReplacer("{id}", s1, "{messageID}", userMsg, "{runID}", runID, "{projectID}", "global").Replace(rt.pattern)
+			path = strings.NewReplacer("{id}", s1, "{messageID}", userMsg, "{runID}", runID, "{projectID}", "global", "{ptyID}", ptyID).Replace(rt.pattern)
 		}
 		if strings.Contains(path, "{") {
 			t.Errorf("%s: no request written for this route (add a recipe)", key)
 			continue
+		}
+		if strings.HasSuffix(rt.pattern, "/connect") {
+			continue // a websocket: see TestTerminalRoutes
 		}
 		var op struct {
 			RequestBody json.RawMessage            `json:"requestBody"`
@@ -261,7 +268,9 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 			// One turn at a time: the previous request's run ends first.
 			call(t, "POST", base+"/session/"+s1+"/wait?timeout=20s", "", nil)
 		}
-		r := call(t, rt.method, base+path, rc.body, nil)
+		// opencode's header for a terminal's connect ticket; other routes
+		// ignore it.
+		r := call(t, rt.method, base+path, rc.body, map[string]string{"x-opencode-ticket": "1"})
 		status := fmt.Sprint(r.status)
 		if _, ok := op.Responses[status]; !ok {
 			if r.status < 400 {

@@ -108,10 +108,14 @@ const (
 	loginAddrs = 10000
 )
 
-// guard is the middleware state: failed logins per address.
+// guard is the middleware state: failed logins per address, and the
+// terminals' connect tickets.
 type guard struct {
 	sec Security
 	now func() time.Time
+	// tickets spends a terminal's connect ticket, reporting whether it was
+	// valid for that terminal.
+	tickets func(ticket, pty string) bool
 
 	mu     sync.Mutex
 	failed map[string]*failures
@@ -181,8 +185,8 @@ func (g *guard) forgetOldest(now time.Time) {
 	}
 }
 
-func (s Security) middleware(next http.Handler) http.Handler {
-	g := &guard{sec: s, now: time.Now, failed: map[string]*failures{}}
+func (s Security) middleware(next http.Handler, tickets func(ticket, pty string) bool) http.Handler {
+	g := &guard{sec: s, now: time.Now, failed: map[string]*failures{}, tickets: tickets}
 	return g.handler(next)
 }
 
@@ -197,7 +201,18 @@ func (g *guard) handler(next http.Handler) http.Handler {
 			writeError(w, &apiError{status: http.StatusForbidden, name: "ForbiddenError", msg: "cross-origin request from " + o + " refused (allow it with --cors)"})
 			return
 		}
-		if s.Password != "" && !g.authorized(w, r) {
+		if id, ticket, ok := connectTicket(r); ok {
+			// A terminal's websocket with a ticket: a browser cannot put
+			// the password on a websocket, so it asked for a ticket with
+			// it (an authenticated request). The ticket is spent here,
+			// whatever follows; one not valid for this terminal is
+			// refused even where no password is set.
+			if g.tickets == nil || !g.tickets(ticket, id) {
+				writeError(w, tagged(http.StatusForbidden, "Forbidden", "the connect ticket is not valid for this terminal "+
+					"(spent, expired or unknown): ask for another with POST /pty/{ptyID}/connect-token", nil))
+				return
+			}
+		} else if s.Password != "" && !g.authorized(w, r) {
 			return
 		}
 		// A write with a body must say it is JSON: an HTML form or a

@@ -24,6 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/skill"
+	"github.com/agentd/agentd/internal/pty"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/ui"
 	gitwt "github.com/agentd/agentd/internal/worktree"
@@ -71,6 +72,9 @@ type Config struct {
 	// Unhealthy, when set, says why the node cannot serve as it should
 	// (nil while it can); GET /global/health reports it.
 	Unhealthy func() error
+	// Terminals serves the /pty routes (nil: terminals are off, and
+	// those routes refuse with 403).
+	Terminals pty.Service
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind
@@ -210,6 +214,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/metrics", "Metrics in Prometheus text format: runs, model and tool calls, tokens, events, the store, the process.", true, s.metrics},
 	}
 	s.routes = append(s.routes, s.projectRoutes()...)
+	s.routes = append(s.routes, s.ptyRoutes()...)
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}
 	var order []string
@@ -280,9 +285,9 @@ func (s *Server) dispatch(rts []route) http.Handler {
 const writeTimeout = 60 * time.Second
 
 // longRoute reports whether a route answers late on purpose: event
-// streams, and the routes that wait for a run.
+// streams, websockets, and the routes that wait for a run.
 func longRoute(rt route) bool {
-	return strings.HasSuffix(rt.pattern, "/event") || rt.method == http.MethodPost &&
+	return strings.HasSuffix(rt.pattern, "/event") || strings.HasSuffix(rt.pattern, "/connect") || rt.method == http.MethodPost &&
 		(strings.HasSuffix(rt.pattern, "/message") || strings.HasSuffix(rt.pattern, "/wait") || strings.HasSuffix(rt.pattern, "/summarize") ||
 			strings.HasSuffix(rt.pattern, "/shell") || strings.HasSuffix(rt.pattern, "/command"))
 }
@@ -291,7 +296,7 @@ func longRoute(rt route) bool {
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = s.mux
 	h = s.readBody(h)
-	h = s.cfg.Security.middleware(h)
+	h = s.cfg.Security.middleware(h, s.consumeTicket)
 	h = cleanPaths(h)
 	h = s.recoverPanics(h)
 	if s.cfg.AccessLog {

@@ -298,6 +298,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"POST /experimental/project/{projectID}/copy/refresh", "POST /experimental/project/{projectID}/copy/generate-name",
 		"GET /experimental/worktree", "POST /experimental/worktree", "DELETE /experimental/worktree",
 		"POST /experimental/worktree/reset", "POST /experimental/control-plane/move-session")
+	// The terminal routes (pty.go).
+	want = append(want, "GET /pty", "POST /pty", "GET /pty/shells", "GET /pty/{ptyID}", "PUT /pty/{ptyID}",
+		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
 	sort.Strings(want)
 
 	if diff := cmp.Diff(want, ops); diff != "" {

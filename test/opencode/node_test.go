@@ -77,6 +77,7 @@ func startNode(t *testing.T, extra string) *node {
 	}
 	cfg.MCP = f.MCP
 	cfg.Engine.Questions = f.Agentd.Questions
+	cfg.Terminals.Enabled = f.Agentd.Terminal != nil && f.Agentd.Terminal.Enabled
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ var eventTypesEmitted = []string{
 	"message.part.delta", "permission.asked", "permission.replied", "run.updated", "session.compacted",
 	"todo.updated", "message.removed", "message.part.removed", "session.diff", "question.asked",
 	"question.replied", "question.rejected", "revert.updated",
+	"pty.created", "pty.updated", "pty.exited", "pty.deleted",
 }
 
 // TestSchema drives every opencode route agentd serves, and every kind of
@@ -26,7 +27,7 @@ var eventTypesEmitted = []string{
 // event by opencode's own OpenAPI document.
 func TestSchema(t *testing.T) {
 	n := startNode(t, `, "permission": {"bash": "ask"}, "command": {"greet": {"template": "reply:hello $ARGUMENTS", "description": "Greets"}},
-		"agentd": {"questions": true},
+		"agentd": {"questions": true, "terminal": {"enabled": true}},
 		"mcp": {"missing": {"type": "local", "command": ["/nonexistent/mcp-server"], "timeout": 2000}, "off": {"type": "remote", "url": "http://127.0.0.1:1/", "enabled": false}}`)
 	n.follow(t, "/event")
 	n.follow(t, "/global/event")
@@ -195,6 +196,7 @@ func TestSchema(t *testing.T) {
 	n.call(t, "DELETE", sp+"/share", nil, nil)
 
 	judgeProjects(t, n)
+	schemaTerminals(t, n)
 
 	// Reads.
 	var msgs []struct {
@@ -273,6 +275,44 @@ func TestSchema(t *testing.T) {
 		}
 	}
 	t.Logf("judged %d operations and %d event types", len(v.operations), len(v.eventTypes))
+}
+
+// schemaTerminals drives the terminal routes: one terminal that exits by
+// itself, one removed while it runs.
+func schemaTerminals(t *testing.T, n *node) {
+	t.Helper()
+	var running, done struct {
+		ID string `json:"id"`
+	}
+	if code := n.call(t, "POST", "/pty", map[string]any{"command": "/bin/sh", "args": []string{"-c", "read x"}, "title": "schema"}, &running); code != 200 {
+		t.Fatalf("create a terminal: %d", code)
+	}
+	n.call(t, "POST", "/pty", map[string]any{"command": "/bin/sh", "args": []string{"-c", "exit 0"}}, &done)
+	waitUntil(t, "the terminal's exit", func() bool {
+		var info struct{ Status string }
+		n.call(t, "GET", "/pty/"+done.ID, nil, &info)
+		return info.Status == "exited"
+	})
+	for _, p := range []string{"/pty", "/pty/shells", "/pty/" + running.ID} {
+		if code := n.call(t, "GET", p, nil, nil); code != 200 {
+			t.Errorf("GET %s: %d", p, code)
+		}
+	}
+	n.call(t, "GET", "/pty/pty_doesnotexist", nil, nil)
+	n.call(t, "PUT", "/pty/"+running.ID, map[string]any{"title": "renamed", "size": map[string]int{"rows": 30, "cols": 100}}, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", n.rec.URL()+"/pty/"+running.ID+"/connect-token", nil)
+	req.Header.Set("x-opencode-ticket", "1")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("connect-token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	n.call(t, "GET", "/pty/"+running.ID+"/connect", nil, nil) // not a websocket: 400
+	for _, id := range []string{running.ID, done.ID} {
+		if code := n.call(t, "DELETE", "/pty/"+id, nil, nil); code != 200 {
+			t.Errorf("DELETE /pty/%s: %d", id, code)
+		}
+	}
 }
 
 // TestSchemaJudges pins the judge: shapes agentd used to send, which
