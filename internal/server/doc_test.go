@@ -32,6 +32,8 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("alpha\nbeta\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A repository, for the /vcs routes.
+	gitRepo(t, dir)
 	cfg := app.Config{DBPath: filepath.Join(t.TempDir(), "a.db"), Host: "127.0.0.1", Version: "test", Directory: dir,
 		Security: server.Security{LoopbackOnly: true}, Logger: slog.New(slog.DiscardHandler)}
 	cfg.Engine.Questions = true
@@ -186,6 +188,8 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"GET /find/file":                                {path: "/find/file?query=notes"},
 		"GET /file/content":                             {path: "/file/content?path=notes.txt"},
 		"GET /api/fs/find":                              {path: "/api/fs/find?query=notes"},
+		"GET /vcs/diff":                                 {path: "/vcs/diff?mode=git"},
+		"POST /vcs/apply":                               {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
 	}
 	type route struct{ method, pattern string }
 	var routes []route
@@ -254,6 +258,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		case strings.HasPrefix(ct, "application/json"):
 			check(fmt.Sprintf("%s answer %d", key, r.status), schema(ptr+"\x00responses\x00"+status+"\x00content\x00application/json\x00schema"), r.body)
 		case strings.HasPrefix(ct, "text/plain") && rt.pattern == "/metrics":
+		case strings.HasPrefix(ct, "text/x-diff") && rt.pattern == "/vcs/diff/raw":
 		default:
 			t.Errorf("%s answered %s", key, ct)
 		}
