@@ -261,40 +261,13 @@ func (p *project) parse(ctx context.Context, priv *privateIndex, lim snapshot.Li
 // their merge base. ok is false on the default branch itself, or when
 // there is no default branch to compare with.
 func (p *project) branchBase(ctx context.Context) (string, bool) {
-	name, ref := p.defaultBranch(ctx)
+	name, ref := vcs.DefaultBranch(p.repo.Root)
 	if ref == "" || vcs.Branch(p.repo.Root) == name {
 		return "", false
 	}
 	out, err := p.output(ctx, "merge-base", ref, "HEAD")
 	base := strings.TrimSpace(string(out))
 	return base, err == nil && base != ""
-}
-
-// defaultBranch is the branch origin's (or upstream's) HEAD names, else a
-// local main or master, as opencode finds it; git reads no configuration
-// of the project's here, so the remotes are looked up by their usual
-// names and init.defaultBranch is not consulted.
-func (p *project) defaultBranch(ctx context.Context) (name, ref string) {
-	for _, remote := range []string{"origin", "upstream"} {
-		out, err := p.output(ctx, "symbolic-ref", "-q", "refs/remotes/"+remote+"/HEAD")
-		r := strings.TrimPrefix(strings.TrimSpace(string(out)), "refs/remotes/")
-		if n, ok := strings.CutPrefix(r, remote+"/"); err == nil && ok && n != "" {
-			return n, r
-		}
-	}
-	out, err := p.output(ctx, "for-each-ref", "--format=%(refname:short)", "refs/heads")
-	if err != nil {
-		return "", ""
-	}
-	heads := strings.Fields(string(out))
-	for _, b := range []string{"main", "master"} {
-		for _, h := range heads {
-			if h == b {
-				return b, b
-			}
-		}
-	}
-	return "", ""
 }
 
 // ErrDiffTooLarge is returned by VcsRaw for a diff whose patch is over its

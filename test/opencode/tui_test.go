@@ -264,3 +264,65 @@ func waitFile(t *testing.T, path, want string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// git runs git in dir.
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %s", args, out)
+	}
+}
+
+// TestTUIDiff: /diff in opencode's TUI shows the work tree's changes
+// (GET /vcs/diff): the changed files and their lines, and, switched to
+// its other sources, the branch's changes since it left main and the
+// last turn's; it crashed the TUI with "no route for GET /vcs/diff"
+// before.
+func TestTUIDiff(t *testing.T) {
+	n := startNode(t, "")
+	git(t, n.dir, "init", "-q")
+	git(t, n.dir, "add", ".")
+	git(t, n.dir, "commit", "-qm", "init")
+	git(t, n.dir, "checkout", "-q", "-b", "feature")
+	if err := os.WriteFile(filepath.Join(n.dir, "on-the-branch.txt"), []byte("committed on feature\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, n.dir, "add", ".")
+	git(t, n.dir, "commit", "-qm", "feature")
+	if err := os.WriteFile(filepath.Join(n.dir, "hello.txt"), []byte("hello from the workspace\nanother line, diffed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.dir, "brand-new.txt"), []byte("a new file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := startTUI(t, n)
+	u.waitFor("its prompt", "Ask anything")
+	u.command("/diff")
+	u.waitFor("the diff of the work tree", "Diff working tree", "hello.txt", "another line, diffed", "brand-new.txt", "2 files")
+	// Its other sources: since the branch left main (GET /vcs gives
+	// the default branch), and the last turn.
+	u.keys("d")
+	u.waitFor("the sources", "Switch source", "Main branch")
+	u.keys("Down")
+	time.Sleep(200 * time.Millisecond)
+	u.keys("Enter")
+	u.waitFor("the branch's diff", "Diff main branch", "on-the-branch.txt", "committed on feature", "3 files")
+	u.keys("d")
+	u.waitFor("the sources", "Switch source", "Last turn")
+	u.keys("Down")
+	time.Sleep(200 * time.Millisecond)
+	u.keys("Enter")
+	u.waitFor("the last turn's diff", "Diff last turn")
+	u.keys("Escape")
+
+	n.rec.mu.Lock()
+	for _, ex := range n.rec.exchanges {
+		if ex.status == 404 || ex.status >= 500 {
+			t.Errorf("the TUI's %s %s was answered %d: %s", ex.method, ex.path, ex.status, ex.body)
+		}
+	}
+	n.rec.mu.Unlock()
+	n.rec.check(t)
+}
