@@ -326,3 +326,22 @@ func TestTUIDiff(t *testing.T) {
 	n.rec.mu.Unlock()
 	n.rec.check(t)
 }
+
+// TestTUIShowsEditsAndWrites: opencode's TUI shows an edit's diff and a
+// write's content, from the tool parts' metadata (diff, filediff,
+// diagnostics), as it does for opencode's own tools.
+func TestTUIShowsEditsAndWrites(t *testing.T) {
+	n := startNode(t, "")
+	u := startTUI(t, n)
+	u.waitFor("its prompt", "Ask anything")
+	u.typeText(`tool:edit:{"filePath":"hello.txt","oldString":"hello from the workspace","newString":"edited by the model"}`)
+	u.keys("Enter")
+	// The diff's lines, numbered and marked (the prompt holds the bare
+	// text too).
+	u.waitFor("the edit's diff", "← Edit hello.txt", "1 - hello from the workspace", "1 + edited by the model")
+	u.clearInput()
+	u.typeText(`tool:write:{"filePath":"notes.md","content":"written line one\nwritten line two\n"}`)
+	u.keys("Enter")
+	u.waitFor("the write's content", "# Wrote notes.md", "2 written line two")
+	n.rec.check(t)
+}

@@ -219,8 +219,10 @@ func (Write) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err := pl.writeAtomic([]byte(*in.Content), perm); err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 	}
+	md := writeMetadata(p, existed)
+	md["existed"], md["bytes"] = existed, len(*in.Content)
 	return tool.Result{Output: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), rel(call.Directory, p)),
-		Title: rel(call.Directory, p), Metadata: map[string]any{"existed": existed, "bytes": len(*in.Content)}}, nil
+		Title: rel(call.Directory, p), Metadata: md}, nil
 }
 
 // Edit replaces text in files.
@@ -262,7 +264,7 @@ func (Edit) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 		if err := pl.writeAtomic([]byte(in.NewString), 0o644); err != nil {
 			return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 		}
-		return tool.Result{Output: "created " + rel(call.Directory, p), Title: rel(call.Directory, p)}, nil
+		return tool.Result{Output: "created " + rel(call.Directory, p), Title: rel(call.Directory, p), Metadata: editMetadata(p, "", in.NewString)}, nil
 	}
 	if err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot read %s: %v", in.FilePath, errText(err))), nil
@@ -289,8 +291,10 @@ func (Edit) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err := pl.writeAtomic([]byte(text), st.Mode().Perm()); err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 	}
+	md := editMetadata(p, string(data), text)
+	md["replacements"] = max(1, btoi(in.ReplaceAll)*n)
 	return tool.Result{Output: fmt.Sprintf("replaced %d occurrence(s) in %s", max(1, btoi(in.ReplaceAll)*n), rel(call.Directory, p)),
-		Title: rel(call.Directory, p), Metadata: map[string]any{"replacements": max(1, btoi(in.ReplaceAll)*n)}}, nil
+		Title: rel(call.Directory, p), Metadata: md}, nil
 }
 
 func btoi(b bool) int {
