@@ -19,7 +19,8 @@ import (
 // agentdEventTypes are the event types agentd adds to opencode's; they are
 // not in opencode's Event union and its clients ignore them.
 // server.heartbeat is opencode's own, but its document does not list it.
-var agentdEventTypes = map[string]bool{"run.updated": true, "server.gap": true, "server.heartbeat": true, "revert.updated": true}
+var agentdEventTypes = map[string]bool{"run.updated": true, "server.gap": true, "server.heartbeat": true, "revert.updated": true,
+	"session.forked": true}
 
 // exchange is one request and its answer, as seen by the recorder.
 type exchange struct {
