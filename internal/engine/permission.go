@@ -80,12 +80,7 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 				return nil, err
 			}
 			if req.Reply == core.ReplyReject {
-				msg := fmt.Sprintf("the user rejected permission for %s %s", need.Permission, strings.Join(need.Patterns, ", "))
-				if req.Message != "" {
-					msg += ": " + req.Message
-				}
-				res := tool.Errorf(msg)
-				return &res, nil
+				return rejected(req.Message)
 			}
 			// An "always" reply changed the session's rules.
 			if s, err := r.e.st.Session(ctx, sess.ID); err == nil {
@@ -97,6 +92,26 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 		}
 	}
 	return nil, nil
+}
+
+// rejectedError is a permission the user rejected without a message: the
+// call fails with res, and the run ends there (interrupted, rejected), as
+// opencode stops the turn on its RejectedError.
+type rejectedError struct {
+	res tool.Result
+}
+
+func (e *rejectedError) Error() string { return e.res.Output }
+
+// rejected is the outcome of a rejected permission, in opencode's words:
+// with the user's message the model gets it and goes on (opencode's
+// CorrectedError); without one the turn ends (RejectedError).
+func rejected(message string) (*tool.Result, error) {
+	if message != "" {
+		res := tool.Errorf("The user rejected permission to use this specific tool call with the following feedback: " + message)
+		return &res, nil
+	}
+	return nil, &rejectedError{tool.Errorf("The user rejected permission to use this specific tool call.")}
 }
 
 // ask records a durable permission request (or finds the one recorded

@@ -288,6 +288,24 @@ func TestRunAttach(t *testing.T) {
 		}
 	})
 
+	// opencode run rejects a permission it cannot ask about; the turn
+	// ends there, as on opencode serve: the call fails, the model is not
+	// called again, the run is interrupted/rejected.
+	t.Run("a rejected permission ends the turn", func(t *testing.T) {
+		// No space in the argument: opencode run quotes those.
+		r := n.opencode(t, `tool:bash:{"command":"rm\tnothing-here"}`+"\nreply:never-said")
+		if r.code != 0 || strings.Contains(r.stdout, "never-said") {
+			t.Errorf("exit %d, stdout %q", r.code, r.stdout)
+		}
+		s := n.sessions(t)[0]
+		if run := n.lastRun(t, s.ID); run.State != core.RunInterrupted || run.Reason != core.ReasonRejected {
+			t.Errorf("run = %s/%s, want interrupted/rejected", run.State, run.Reason)
+		}
+		if got := texts(n.transcript(t, s.ID), core.RoleAssistant); len(got) != 0 {
+			t.Errorf("the model answered after the rejection: %q", got)
+		}
+	})
+
 	t.Run("ctrl-c aborts the run", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		defer cancel()
