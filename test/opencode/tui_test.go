@@ -101,6 +101,18 @@ func (u *tui) waitFor(what string, texts ...string) string {
 	}
 }
 
+// waitGone waits until the screen no longer shows text.
+func (u *tui) waitGone(what, text string) {
+	u.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Contains(u.screen(), text) {
+		if time.Now().After(deadline) {
+			u.t.Fatalf("the TUI still shows %s (%q)", what, text)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestTUI starts opencode's TUI against agentd under tmux: it lists
 // sessions, opens one, sends prompts, renders the streamed answer and the
 // tool calls, and aborts a run with its key binding. Every request it
@@ -204,12 +216,16 @@ func TestTUIEverydayFeatures(t *testing.T) {
 		t.Fatalf("hello.txt = %q", b)
 	}
 
-	// /undo restores the file and puts the prompt back; /redo undoes it.
+	// /undo restores the file and puts the prompt back, and the file is
+	// no longer among the session's modified files; /redo undoes it.
+	u.waitFor("the modified file", "Modified Files", "hello.txt")
 	u.command("/undo")
 	u.waitFor("the revert", "message reverted")
 	waitFile(t, file, "hello from the workspace\n")
+	u.waitGone("the modified files after the undo", "Modified Files")
 	u.command("/redo")
 	waitFile(t, file, "changed\n")
+	u.waitFor("the modified file after the redo", "Modified Files")
 
 	// The user's own command.
 	u.clearInput()
