@@ -202,6 +202,12 @@ func (u *tui) command(name string) {
 func TestTUIEverydayFeatures(t *testing.T) {
 	n := startNode(t, "")
 	file := filepath.Join(n.dir, "hello.txt")
+	if err := os.MkdirAll(filepath.Join(n.dir, "guides"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.dir, "guides", "intro.md"), []byte("# intro\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	u := startTUI(t, n)
 	u.waitFor("its prompt", "Ask anything")
 
@@ -235,10 +241,15 @@ func TestTUIEverydayFeatures(t *testing.T) {
 	u.keys("Enter")
 	u.waitFor("the shell command's output", "SHELL-42")
 
-	// @ completion offers the workspace's file.
+	// @ completion offers the workspace's files, and its folders.
 	u.clearInput()
 	u.typeText("look at @hel")
 	u.waitFor("the file completion", "hello.txt")
+	u.clearInput()
+	u.typeText("look at @guid")
+	// Each item is a line of the list: the folder's own line ends at
+	// its slash.
+	u.waitFor("the folder completion", "┃ guides/ ", "┃ guides/intro.md")
 	u.clearInput()
 
 	// /init sends the model its instructions.
