@@ -48,10 +48,6 @@ func Files(ctx context.Context, dir, query, typ string, limit int, hidden func(r
 		return nil, err
 	}
 	words := strings.Fields(strings.ToLower(query))
-	type scored struct {
-		e     Entry
-		score int
-	}
 	var found []scored
 	consider := func(p, kind string) {
 		if typ != "" && typ != kind {
@@ -73,6 +69,19 @@ func Files(ctx context.Context, dir, query, typ string, limit int, hidden func(r
 			consider(d, TypeDir)
 		}
 	}
+	rank(found)
+	return present(dir, found, limit, hidden)
+}
+
+// scored is an entry and how well it matched.
+type scored struct {
+	e     Entry
+	score int
+}
+
+// rank sorts the best first: by score, then files before folders, then
+// shorter paths.
+func rank(found []scored) {
 	sort.Slice(found, func(i, j int) bool {
 		a, b := found[i], found[j]
 		switch {
@@ -85,6 +94,11 @@ func Files(ctx context.Context, dir, query, typ string, limit int, hidden func(r
 		}
 		return a.e.Path < b.e.Path
 	})
+}
+
+// present returns the first limit entries of found that exist and that
+// hidden does not leave out.
+func present(dir string, found []scored, limit int, hidden func(string) bool) ([]Entry, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
