@@ -114,11 +114,27 @@ func rejected(message string) (*tool.Result, error) {
 	return nil, &rejectedError{tool.Errorf("The user rejected permission to use this specific tool call.")}
 }
 
+// askMetadata is a request's metadata: the need's, and its Detail,
+// computed here, outside any transaction.
+func askMetadata(need tool.Need) map[string]any {
+	md := map[string]any{}
+	for k, v := range need.Metadata {
+		md[k] = v
+	}
+	if need.Detail != nil {
+		for k, v := range need.Detail() {
+			md[k] = v
+		}
+	}
+	return md
+}
+
 // ask records a durable permission request (or finds the one recorded
 // before a restart) and waits for its reply.
 func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.PermissionRequest, error) {
 	e := r.e
 	var req core.PermissionRequest
+	md := askMetadata(need)
 	err := r.tx(ctx, func(tx store.Tx) error {
 		// The question may have been asked (and even answered) before a
 		// restart; it is asked once per call.
@@ -131,10 +147,6 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 				req = q
 				return nil
 			}
-		}
-		md := need.Metadata
-		if md == nil {
-			md = map[string]any{}
 		}
 		req = core.PermissionRequest{ID: core.NewID(core.PrefixPermission, false), SessionID: p.SessionID,
 			Permission: need.Permission, Patterns: need.Patterns, Always: need.Always, Metadata: md,

@@ -188,10 +188,18 @@ func (u *tui) command(name string) {
 	u.typeText(name)
 	time.Sleep(700 * time.Millisecond)
 	u.keys("Enter")
-	time.Sleep(300 * time.Millisecond)
-	if strings.Contains(u.screen(), "┃  "+name) {
-		// The completion filled the input: run it.
-		u.keys("Enter")
+	// The completion either ran the command (the input changes: cleared,
+	// or a reverted prompt put back) or filled the input with it, which
+	// then takes another Enter. A loaded machine takes a while to show
+	// which: a second Enter sent too early would send a prompt /undo
+	// had put back.
+	deadline := time.Now().Add(2 * time.Second)
+	for strings.Contains(u.screen(), "┃  "+name) {
+		if time.Now().After(deadline) {
+			u.keys("Enter")
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -370,5 +378,23 @@ func TestTUIShowsEditsAndWrites(t *testing.T) {
 	u.typeText(`tool:write:{"filePath":"notes.md","content":"written line one\nwritten line two\n"}`)
 	u.keys("Enter")
 	u.waitFor("the write's content", "# Wrote notes.md", "2 written line two")
+	n.rec.check(t)
+}
+
+// TestTUIEditAskShowsTheDiff: with edit set to ask, opencode's permission
+// dialog shows the change the edit would make (the request's metadata:
+// filepath and diff), and nothing is written before the answer.
+func TestTUIEditAskShowsTheDiff(t *testing.T) {
+	n := startNode(t, `,"permission":{"edit":"ask"}`)
+	u := startTUI(t, n)
+	u.waitFor("its prompt", "Ask anything")
+	u.typeText(`tool:edit:{"filePath":"hello.txt","oldString":"hello from the workspace","newString":"asked before editing"}`)
+	u.keys("Enter")
+	u.waitFor("the dialog with the diff", "Permission required", "- hello from the workspace", "+ asked before editing")
+	if b, _ := os.ReadFile(filepath.Join(n.dir, "hello.txt")); string(b) != "hello from the workspace\n" {
+		t.Errorf("written before the answer: %q", b)
+	}
+	u.keys("Enter")
+	waitFile(t, filepath.Join(n.dir, "hello.txt"), "asked before editing\n")
 	n.rec.check(t)
 }

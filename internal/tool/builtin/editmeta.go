@@ -1,9 +1,13 @@
 package builtin
 
 import (
+	"encoding/json"
+	"errors"
+	"io/fs"
 	"strings"
 
 	"github.com/agentd/agentd/internal/textdiff"
+	"github.com/agentd/agentd/internal/tool"
 )
 
 // maxDiffBytes bounds the patch an edit's metadata carries (twice: as
@@ -32,3 +36,43 @@ func writeMetadata(abs string, existed bool) map[string]any {
 }
 
 func normalize(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
+
+// withDiff gives the edit need among needs the metadata opencode's ask
+// dialog shows, {filepath, diff}, computed only if it asks: the file is
+// read then, and after says what the call would make of it (false: the
+// call would fail, no diff).
+func withDiff(needs []tool.Need, call tool.Call, after func(before string, existed bool) (string, bool)) []tool.Need {
+	for i := range needs {
+		if needs[i].Permission != "edit" {
+			continue
+		}
+		needs[i].Detail = func() map[string]any {
+			var in struct {
+				FilePath string `json:"filePath"`
+			}
+			if json.Unmarshal(call.Input, &in) != nil {
+				return nil
+			}
+			abs, r := path(call, in.FilePath, "filePath", false)
+			if r != nil {
+				return nil
+			}
+			md := map[string]any{"filepath": abs}
+			pl, err := locate(call, abs)
+			if err != nil {
+				return md
+			}
+			defer pl.close()
+			data, _, err := pl.readAll(maxFileBytes)
+			existed := err == nil
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return md
+			}
+			if text, ok := after(string(data), existed); ok {
+				md["diff"] = textdiff.Unified(abs, normalize(string(data)), normalize(text), textdiff.Options{MaxBytes: maxDiffBytes}).Patch
+			}
+			return md
+		}
+	}
+	return needs
+}

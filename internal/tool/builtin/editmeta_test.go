@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd/internal/tool"
 )
 
 // TestEditAndWriteMetadata: an edit reports opencode's diff, filediff
@@ -54,5 +56,41 @@ func TestEditAndWriteMetadata(t *testing.T) {
 	fd, _ = res.Metadata["filediff"].(map[string]any)
 	if d, _ := res.Metadata["diff"].(string); len(d) > maxDiffBytes || fd["additions"] != 20000 || fd["deletions"] != 20000 {
 		t.Errorf("rewrite: %d bytes of diff, %v/%v", len(d), fd["additions"], fd["deletions"])
+	}
+}
+
+// TestEditAskShowsTheDiff: the edit need of an edit or a write carries,
+// when it asks, the file's path and the diff the call would make (what
+// opencode's ask dialog shows); an edit that would fail has no diff.
+func TestEditAskShowsTheDiff(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	abs := filepath.Join(ws, "a.txt")
+	os.WriteFile(abs, []byte("one\ntwo\n"), 0o644)
+	detail := func(tl interface {
+		Needs(tool.Call) []tool.Need
+	}, input string) map[string]any {
+		t.Helper()
+		for _, n := range tl.Needs(tool.Call{Directory: ws, Input: []byte(input)}) {
+			if n.Permission == "edit" && n.Detail != nil {
+				return n.Detail()
+			}
+		}
+		t.Fatalf("no edit need with a detail for %s", input)
+		return nil
+	}
+	md := detail(Edit{}, `{"filePath":"a.txt","oldString":"two","newString":"TWO"}`)
+	if d, _ := md["diff"].(string); md["filepath"] != abs || !strings.Contains(d, "-two\n+TWO\n") {
+		t.Errorf("edit: %v", md)
+	}
+	md = detail(Write{}, `{"filePath":"new.txt","content":"fresh\n"}`)
+	if d, _ := md["diff"].(string); !strings.Contains(d, "@@ -0,0 +1,1 @@\n+fresh\n") {
+		t.Errorf("write: %v", md)
+	}
+	if md := detail(Edit{}, `{"filePath":"a.txt","oldString":"absent","newString":"x"}`); md["diff"] != nil || md["filepath"] != abs {
+		t.Errorf("a failing edit: %v", md)
+	}
+	if b, _ := os.ReadFile(abs); string(b) != "one\ntwo\n" {
+		t.Errorf("the detail changed the file: %q", b)
 	}
 }
