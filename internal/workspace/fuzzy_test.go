@@ -2,7 +2,9 @@ package workspace
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -74,5 +76,31 @@ func TestFilesFollowGit(t *testing.T) {
 	}
 	if got, _ := Files(t.Context(), filepath.Join(dir, "src"), "", "", 50, nil); paths(got) != "app.go,new.go" {
 		t.Errorf("from src = %s", paths(got))
+	}
+}
+
+// BenchmarkFilesGit: one @ completion keystroke in a repository of 20,000
+// files (git ls-files through a private git directory, ranking).
+func BenchmarkFilesGit(b *testing.B) {
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Skip("no git")
+	}
+	dir := b.TempDir()
+	for i := range 20000 {
+		p := filepath.Join(dir, "pkg"+strconv.Itoa(i%200), "sub"+strconv.Itoa(i%7), "file"+strconv.Itoa(i)+".go")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, nil, 0o644)
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "."}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %s", args, out)
+		}
+	}
+	for b.Loop() {
+		if got, err := Files(b.Context(), dir, "pkg12 file123", "", 50, nil); err != nil || len(got) == 0 {
+			b.Fatal(got, err)
+		}
 	}
 }
