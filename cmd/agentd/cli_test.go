@@ -408,10 +408,20 @@ func TestRunAsksOnTerminal(t *testing.T) {
 	term.send("maybe\n")
 	term.expect("answer o, a or r")
 	term.send("r\n")
-	term.expect("tell the model why (optional): ")
+	term.expect("tell the model why, and it goes on (empty: the turn ends here): ")
 	term.send("not on my machine\n")
-	if out := term.wait(0); !strings.Contains(out, "not on my machine") {
+	if out := term.wait(0); !strings.Contains(out, "not on my machine") || !strings.Contains(out, "done") {
 		t.Errorf("the model did not get the reason:\n%s", out)
+	}
+
+	// Rejected without a reason: the turn ends there (interrupted).
+	term = c.terminal("run", bash("rm -rf /tmp/nothing-here-either"))
+	term.expect("[o]nce, [a]lways, [r]eject: ")
+	term.send("r\n")
+	term.expect("(empty: the turn ends here): ")
+	term.send("\n")
+	if out := term.wait(130); strings.Contains(out, "done") || !strings.Contains(out, "interrupted (rejected)") {
+		t.Errorf("a reject without a reason did not end the turn:\n%s", out)
 	}
 }
 

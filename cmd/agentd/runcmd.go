@@ -51,8 +51,8 @@ talks to a running server, whose configuration decides.`,
 	exits: []string{
 		"0  the run succeeded",
 		"1  the run failed (the reason is printed), or another error",
-		"3  a tool asked for permission and no one could answer: not a terminal and no --yes (the run is aborted)",
-		"130  the run was interrupted: Ctrl-C, or aborted elsewhere",
+		"3  a tool asked for permission and no one could answer: not a terminal and no --yes (the request is rejected, which ends the run)",
+		"130  the run was interrupted: Ctrl-C, aborted elsewhere, or a permission rejected without a reason",
 	},
 }
 
@@ -318,10 +318,9 @@ func follow(ctx, work context.Context, stopSignals context.CancelFunc, c *client
 				return err
 			}
 			if !ok {
+				// The request was rejected without a message: the run
+				// ends there by itself (interrupted/rejected).
 				unanswered = true
-				if err := abort("aborting the run: no one can answer its permission request"); err != nil {
-					return err
-				}
 			}
 		case q := <-out.questions:
 			if err := asker.question(work, q); err != nil {
@@ -422,7 +421,7 @@ func (a *asker) answer(ctx context.Context, req core.PermissionRequest) (bool, e
 	case !a.interactive:
 		fmt.Fprintf(os.Stderr, "✗ %s asks for permission, and there is no terminal to ask on.\n"+
 			"  Rerun with --yes to allow every ask, or allow it in agentd.json (\"permission\": {\"%s\": …}).\n", what, req.Permission)
-		return false, a.c.ReplyPermission(ctx, req.ID, core.ReplyReject, "agentd run had no terminal to ask on")
+		return false, a.c.ReplyPermission(ctx, req.ID, core.ReplyReject, "")
 	}
 	for {
 		fmt.Fprintf(os.Stderr, "? %s\n", what)
@@ -436,7 +435,7 @@ func (a *asker) answer(ctx context.Context, req core.PermissionRequest) (bool, e
 			if a.runOver() {
 				return true, nil // the request was closed with its run
 			}
-			return false, a.c.ReplyPermission(ctx, req.ID, core.ReplyReject, "no answer (end of input)")
+			return false, a.c.ReplyPermission(ctx, req.ID, core.ReplyReject, "")
 		}
 		switch strings.ToLower(line) {
 		case "o", "once", "y", "yes":
@@ -444,7 +443,9 @@ func (a *asker) answer(ctx context.Context, req core.PermissionRequest) (bool, e
 		case "a", "always":
 			return true, a.c.ReplyPermission(ctx, req.ID, core.ReplyAlways, "")
 		case "r", "reject", "n", "no":
-			fmt.Fprint(os.Stderr, "  tell the model why (optional): ")
+			// opencode's rule: a reason goes to the model, which goes on;
+			// without one the turn ends there.
+			fmt.Fprint(os.Stderr, "  tell the model why, and it goes on (empty: the turn ends here): ")
 			why, _ := a.readLine(ctx)
 			return true, a.c.ReplyPermission(ctx, req.ID, core.ReplyReject, why)
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/app"
@@ -309,5 +310,93 @@ func TestNoSnapshotsWithoutChanges(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".agentd")); !os.IsNotExist(err) {
 		t.Errorf("agentd wrote into the workspace: %v", err)
+	}
+}
+
+// TestDiffFollowsTheRevertPoint: after an undo, the session's diff and its
+// summary (what opencode's "Modified Files" shows) no longer count what
+// was undone, and a session.diff event says so; after the redo they count
+// it again.
+func TestDiffFollowsTheRevertPoint(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	ctx := t.Context()
+	os.WriteFile(filepath.Join(n.cfg.Directory, "f.txt"), []byte("v1\n"), 0o644)
+	sid := n.session()
+	n.send(sid, bash("echo v2 > f.txt"))
+	n.send(sid, bash("echo new > g.txt; echo v3 > f.txt"))
+	var users []string
+	for _, m := range mustMessages(t, n, sid) {
+		if m.Info.Role == core.RoleUser {
+			users = append(users, m.Info.ID)
+		}
+	}
+	files := func() string {
+		t.Helper()
+		d, err := n.c.Diff(ctx, sid, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range d {
+			out = append(out, f.File+":"+f.Status)
+		}
+		// A run's summary is written just after its end; a revert's
+		// before the revert answers.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			s, _ := n.c.Session(ctx, sid)
+			if s.Summary != nil && s.Summary.Files == len(d) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("summary %+v for %d files", s.Summary, len(d))
+				break
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	lastDiff := func() string {
+		var out []string
+		for _, ev := range n.allEvents() {
+			if ev.Type != core.EventSessionDiff {
+				continue
+			}
+			var p struct {
+				Diff []struct{ File string }
+			}
+			json.Unmarshal(ev.Properties, &p)
+			out = out[:0]
+			for _, f := range p.Diff {
+				out = append(out, f.File)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	if got := files(); got != "f.txt:modified,g.txt:added" {
+		t.Fatalf("before the undo: %s", got)
+	}
+	if _, err := n.c.Revert(ctx, sid, users[1], ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := files(); got != "f.txt:modified" {
+		t.Errorf("after undoing the second turn: %s", got)
+	}
+	if got := lastDiff(); got != "f.txt" {
+		t.Errorf("session.diff after the undo: %s", got)
+	}
+	if _, err := n.c.Revert(ctx, sid, users[0], ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := files(); got != "" {
+		t.Errorf("after undoing both turns: %s", got)
+	}
+	if _, err := n.c.Unrevert(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	if got := files(); got != "f.txt:modified,g.txt:added" {
+		t.Errorf("after the redo: %s", got)
+	}
+	if got := lastDiff(); got != "f.txt,g.txt" {
+		t.Errorf("session.diff after the redo: %s", got)
 	}
 }

@@ -7,8 +7,9 @@ import (
 )
 
 // Event types agentd emits. Most are opencode's, with exactly the
-// properties opencode's OpenAPI document allows; server.gap, run.updated
-// and revert.updated are agentd's own (opencode clients ignore types they do not know).
+// properties opencode's OpenAPI document allows; server.gap, run.updated,
+// revert.updated and session.forked are agentd's own (opencode clients
+// ignore types they do not know).
 const (
 	EventServerConnected   = "server.connected"
 	EventServerHeartbeat   = "server.heartbeat"
@@ -32,7 +33,21 @@ const (
 	// EventRevertUpdated is agentd's: a revert or unrevert of a session's
 	// files started, finished, was rolled back or failed (package undo).
 	EventRevertUpdated = "revert.updated"
+	// EventSessionForked is agentd's: the last event of a fork's
+	// transaction, after the copies of its messages. A stream opened
+	// without a cursor does not reach back past it (events.Hub.Recent):
+	// the copies are history, not the new output of a client that forked
+	// and then subscribed.
+	EventSessionForked = "session.forked"
 )
+
+// ForkedProps are session.forked's properties: the fork, the session it
+// was copied from, and how many messages it holds.
+type ForkedProps struct {
+	SessionID string `json:"sessionID"`
+	From      string `json:"from"`
+	Messages  int    `json:"messages"`
+}
 
 // ChangesState reports whether an event of this type accompanies a change
 // of what a session's status is derived from: its runs, its pending

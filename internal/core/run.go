@@ -30,6 +30,9 @@ const (
 	// ReasonStructuredOutput: the model never gave the structured answer
 	// the prompt asked for.
 	ReasonStructuredOutput EndReason = "structured_output"
+	// ReasonRejected: the user rejected a permission request without a
+	// message (interrupted): the turn stops there, as opencode's does.
+	ReasonRejected EndReason = "rejected"
 )
 
 // Phase refines a busy status: what the run waits for or does.

@@ -7,6 +7,7 @@ import (
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/undo"
 )
 
 // Diff is what a session changed in its workspace, file by file: with
@@ -31,7 +32,7 @@ func (e *Engine) DiffEach(ctx context.Context, sessionID, messageID string, fn f
 	if err != nil {
 		return err
 	}
-	from, to, err := e.diffRange(ctx, sessionID, messageID)
+	from, to, err := e.diffRange(ctx, sess, messageID)
 	if err != nil || !e.cfg.Snapshots.Enabled() {
 		return err
 	}
@@ -43,8 +44,11 @@ func (e *Engine) DiffEach(ctx context.Context, sessionID, messageID string, fn f
 	})
 }
 
-// diffRange finds the snapshots a diff spans.
-func (e *Engine) diffRange(ctx context.Context, sessionID, messageID string) (from, to string, err error) {
+// diffRange finds the snapshots a diff spans. Under a revert point the
+// session's diff ends where the point put its files (undo.PointSnapshot):
+// what the revert undid is not counted; an unrevert brings it back.
+func (e *Engine) diffRange(ctx context.Context, sess core.Session, messageID string) (from, to string, err error) {
+	sessionID := sess.ID
 	if messageID != "" {
 		m, err := e.st.Message(ctx, sessionID, messageID)
 		if err != nil {
@@ -73,19 +77,38 @@ func (e *Engine) diffRange(ctx context.Context, sessionID, messageID string) (fr
 			from = r.Snapshot
 		}
 	}
+	if sess.Revert != nil {
+		msgs, err := e.st.Messages(ctx, sessionID, store.MessageQuery{})
+		if err != nil {
+			return "", "", err
+		}
+		if at, ok := undo.PointSnapshot(msgs, *sess.Revert); ok {
+			to = at
+		}
+	}
 	return from, to, nil
 }
 
 // summarize records, after a run that changed files, what the session has
-// changed so far: the session's summary (additions, deletions, files) and
-// a session.diff event with the diff, as opencode's clients expect.
+// changed so far (summarizeSession).
 func (e *Engine) summarize(ctx context.Context, run core.Run) {
 	if run.SnapshotEnd == "" || run.SnapshotEnd == run.Snapshot || !e.cfg.Snapshots.Enabled() {
 		return
 	}
-	diffs, err := e.Diff(ctx, run.SessionID, "")
+	e.summarizeSession(ctx, run.SessionID)
+}
+
+// summarizeSession records what the session has changed so far: the
+// session's summary (additions, deletions, files) and a session.diff
+// event with the diff, as opencode's clients expect. A revert and an
+// unrevert call it too (undo.Options.Changed).
+func (e *Engine) summarizeSession(ctx context.Context, sessionID string) {
+	if !e.cfg.Snapshots.Enabled() {
+		return
+	}
+	diffs, err := e.Diff(ctx, sessionID, "")
 	if err != nil {
-		e.log.Warn("session diff", "session", run.SessionID, "err", err)
+		e.log.Warn("session diff", "session", sessionID, "err", err)
 		return
 	}
 	sum := core.SessionSummary{Files: len(diffs)}
@@ -94,17 +117,17 @@ func (e *Engine) summarize(ctx context.Context, run core.Run) {
 		sum.Deletions += d.Deletions
 	}
 	err = e.st.Tx(ctx, func(tx store.Tx) error {
-		sess, err := tx.Session(ctx, run.SessionID)
+		sess, err := tx.Session(ctx, sessionID)
 		if err != nil {
 			return err
 		}
 		sess.Summary = &sum
 		w := writer{ctx: ctx, tx: tx}
 		w.session(sess)
-		w.event(run.SessionID, core.EventSessionDiff, map[string]any{"sessionID": run.SessionID, "diff": diffs})
+		w.event(sessionID, core.EventSessionDiff, map[string]any{"sessionID": sessionID, "diff": diffs})
 		return w.err
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		e.log.Warn("session summary", "session", run.SessionID, "err", err)
+		e.log.Warn("session summary", "session", sessionID, "err", err)
 	}
 }

@@ -252,7 +252,8 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 		leases:   make(map[string]*leaseState),
 	}
 	e.task = &taskTool{e: e}
-	uo := undo.Options{Store: st, Snapshots: cfg.Snapshots, Shared: cfg.Leaser != nil, Grace: cfg.ShutdownGrace, Logger: cfg.Logger}
+	uo := undo.Options{Store: st, Snapshots: cfg.Snapshots, Shared: cfg.Leaser != nil, Grace: cfg.ShutdownGrace, Logger: cfg.Logger,
+		Changed: e.summarizeSession}
 	if cfg.Leaser != nil {
 		uo.Node = cfg.Leaser.Node()
 	}

@@ -88,12 +88,7 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 				return nil, err
 			}
 			if req.Reply == core.ReplyReject {
-				msg := fmt.Sprintf("the user rejected permission for %s %s", need.Permission, strings.Join(need.Patterns, ", "))
-				if req.Message != "" {
-					msg += ": " + req.Message
-				}
-				res := tool.Errorf(msg)
-				return &res, nil
+				return rejected(req.Message)
 			}
 			// An "always" reply changed the session's rules.
 			if s, err := r.e.st.Session(ctx, sess.ID); err == nil {
@@ -107,11 +102,47 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 	return nil, nil
 }
 
+// rejectedError is a permission the user rejected without a message: the
+// call fails with res, and the run ends there (interrupted, rejected), as
+// opencode stops the turn on its RejectedError.
+type rejectedError struct {
+	res tool.Result
+}
+
+func (e *rejectedError) Error() string { return e.res.Output }
+
+// rejected is the outcome of a rejected permission, in opencode's words:
+// with the user's message the model gets it and goes on (opencode's
+// CorrectedError); without one the turn ends (RejectedError).
+func rejected(message string) (*tool.Result, error) {
+	if message != "" {
+		res := tool.Errorf("The user rejected permission to use this specific tool call with the following feedback: " + message)
+		return &res, nil
+	}
+	return nil, &rejectedError{tool.Errorf("The user rejected permission to use this specific tool call.")}
+}
+
+// askMetadata is a request's metadata: the need's, and its Detail,
+// computed here, outside any transaction.
+func askMetadata(need tool.Need) map[string]any {
+	md := map[string]any{}
+	for k, v := range need.Metadata {
+		md[k] = v
+	}
+	if need.Detail != nil {
+		for k, v := range need.Detail() {
+			md[k] = v
+		}
+	}
+	return md
+}
+
 // ask records a durable permission request (or finds the one recorded
 // before a restart) and waits for its reply.
 func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.PermissionRequest, error) {
 	e := r.e
 	var req core.PermissionRequest
+	md := askMetadata(need)
 	err := r.tx(ctx, func(tx store.Tx) error {
 		// The question may have been asked (and even answered) before a
 		// restart; it is asked once per call.
@@ -124,10 +155,6 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 				req = q
 				return nil
 			}
-		}
-		md := need.Metadata
-		if md == nil {
-			md = map[string]any{}
 		}
 		req = core.PermissionRequest{ID: core.NewID(core.PrefixPermission, false), SessionID: p.SessionID,
 			Permission: need.Permission, Patterns: need.Patterns, Always: need.Always, Metadata: md,

@@ -136,6 +136,7 @@ func (e *Engine) Fork(ctx context.Context, sessionID, messageID string) (core.Se
 				w.part(p)
 			}
 		}
+		w.event(fork.ID, core.EventSessionForked, core.ForkedProps{SessionID: fork.ID, From: src.ID, Messages: len(ids)})
 		out = fork
 		return w.err
 	})

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -55,12 +56,15 @@ func (r *runner) runCall(ctx context.Context, sess core.Session, p *core.Part, r
 		Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, p.SessionID)}, Env: e.cfg.ToolEnv, Sandbox: e.cfg.Sandbox,
 		Todos: func(ctx context.Context) ([]core.Todo, error) { return e.st.Todos(ctx, sess.ID) }}
 	var refused *tool.Result
+	var rej *rejectedError
 	if !ok {
 		res := tool.Errorf(fmt.Sprintf("unknown tool %q: the tools offered are listed in the request", p.Tool))
 		refused = &res
 	} else if !resumed {
 		var err error
-		if refused, err = r.gate(ctx, sess, p, t, &call); err != nil {
+		if refused, err = r.gate(ctx, sess, p, t, &call); errors.As(err, &rej) {
+			refused = &rej.res
+		} else if err != nil {
 			return outcome{}, true
 		}
 	}
@@ -77,7 +81,12 @@ func (r *runner) runCall(ctx context.Context, sess core.Session, p *core.Part, r
 		tasks.start(ctx, func() (outcome, bool) { return r.execTool(ctx, t, call, p, nil) })
 		return outcome{}, false
 	}
-	return r.execTool(ctx, t, call, p, refused)
+	o, done := r.execTool(ctx, t, call, p, refused)
+	if rej != nil && !done {
+		// The user said no: the turn ends with the call's error.
+		return outcome{state: core.RunInterrupted, reason: core.ReasonRejected}, true
+	}
+	return o, done
 }
 
 // gate decides whether a call runs: its permissions, and for a question

@@ -165,13 +165,16 @@ func (h *Hub) Head() (int64, <-chan struct{}) {
 // bounds it. A client usually subscribes and then acts (sends a prompt),
 // but its two requests may reach the server in the other order; starting
 // a little in the past keeps it from missing the start of what it caused.
+// It never reaches back past a fork (session.forked ends a fork's
+// transaction): a client forks before it subscribes, and the fork's
+// copies of earlier messages are not output of what it does next.
 func (h *Hub) Recent(since time.Time, last int64) int64 {
 	cutoff := since.UnixMilli()
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	cursor := min(last, h.head)
 	for i := int(cursor - h.start); i >= 0 && i < len(h.ring); i-- {
-		if h.ring[i].Time < cutoff {
+		if h.ring[i].Time < cutoff || h.ring[i].Type == core.EventSessionForked {
 			break
 		}
 		cursor = h.ring[i].Seq - 1

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -301,5 +302,36 @@ func TestRingBoundedByBytes(t *testing.T) {
 	}
 	if len(got) != 60 || lr.reads == 0 {
 		t.Errorf("read %d events, %d from the store", len(got), lr.reads)
+	}
+}
+
+// TestRecentStopsAtAFork: a stream opened without a cursor starts a
+// moment back in the ring, but never before the end of a fork: the
+// fork's copies of earlier messages are history, not new output; events
+// after the fork are still in the window.
+func TestRecentStopsAtAFork(t *testing.T) {
+	t.Parallel()
+	h := NewHub(&logReader{}, 0, 64)
+	now := time.Now().UnixMilli()
+	var evs []core.Event
+	for i, typ := range []string{core.EventSessionCreated, core.EventMessageUpdated, core.EventPartUpdated,
+		core.EventSessionForked, core.EventMessageUpdated, core.EventSessionStatus} {
+		ev := core.MustEvent("ses_f", typ, struct{}{})
+		ev.Seq, ev.ID, ev.Time = int64(i+1), core.DurableEventID(int64(i+1)), now
+		evs = append(evs, ev)
+	}
+	h.Publish(evs[:4])
+	if c := h.Recent(time.UnixMilli(now-300), 4); c != 4 {
+		t.Errorf("right after a fork the window starts at %d, want 4 (after session.forked)", c)
+	}
+	h.Publish(evs[4:])
+	if c := h.Recent(time.UnixMilli(now-300), 6); c != 4 {
+		t.Errorf("after a fork and a prompt the window starts at %d, want 4", c)
+	}
+	// Without a fork in it, the window reaches back as far as its time.
+	h2 := NewHub(&logReader{}, 0, 64)
+	h2.Publish(append([]core.Event{}, evs[:3]...))
+	if c := h2.Recent(time.UnixMilli(now-300), 3); c != 0 {
+		t.Errorf("without a fork the window starts at %d, want 0", c)
 	}
 }

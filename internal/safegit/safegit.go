@@ -63,6 +63,9 @@ type Cmd struct {
 	// IndexFile and ObjectDir, when set, are GIT_INDEX_FILE and
 	// GIT_OBJECT_DIRECTORY.
 	IndexFile, ObjectDir string
+	// Alternates, when set, is GIT_ALTERNATE_OBJECT_DIRECTORIES: objects
+	// read from there too, while new ones are written to ObjectDir.
+	Alternates string
 	// Args are git's arguments, the subcommand first.
 	Args []string
 	// Stdin is the command's standard input (none when nil).
@@ -130,7 +133,7 @@ func Command(ctx context.Context, c Cmd) (*exec.Cmd, error) {
 	}
 	var extra []string
 	for _, kv := range [][2]string{{"GIT_DIR", c.GitDir}, {"GIT_WORK_TREE", c.WorkTree},
-		{"GIT_INDEX_FILE", c.IndexFile}, {"GIT_OBJECT_DIRECTORY", c.ObjectDir}} {
+		{"GIT_INDEX_FILE", c.IndexFile}, {"GIT_OBJECT_DIRECTORY", c.ObjectDir}, {"GIT_ALTERNATE_OBJECT_DIRECTORIES", c.Alternates}} {
 		if kv[1] != "" {
 			extra = append(extra, kv[0]+"="+kv[1])
 		}

@@ -64,7 +64,8 @@ type projectTime struct {
 
 // vcsJSON is GET /vcs's answer.
 type vcsJSON struct {
-	Branch string `json:"branch,omitempty"`
+	Branch        string `json:"branch,omitempty"`
+	DefaultBranch string `json:"default_branch,omitempty"`
 }
 
 // locationJSON is opencode's LocationInfo of a directory.

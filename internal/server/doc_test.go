@@ -212,6 +212,8 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /experimental/control-plane/move-session":             {body: `{"sessionID":"` + mover + `","destination":{"directory":"` + filepath.Join(dir, "sub") + `"}}`},
 		"POST /pty":        {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
 		"PUT /pty/{ptyID}": {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
+		"GET /vcs/diff":    {path: "/vcs/diff?mode=git"},
+		"POST /vcs/apply":  {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
 	}
 	type route struct{ method, pattern string }
 	var routes []route
@@ -287,6 +289,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		case strings.HasPrefix(ct, "application/json"):
 			check(fmt.Sprintf("%s answer %d", key, r.status), schema(ptr+"\x00responses\x00"+status+"\x00content\x00application/json\x00schema"), r.body)
 		case strings.HasPrefix(ct, "text/plain") && rt.pattern == "/metrics":
+		case strings.HasPrefix(ct, "text/x-diff") && rt.pattern == "/vcs/diff/raw":
 		default:
 			t.Errorf("%s answered %s", key, ct)
 		}

@@ -154,11 +154,11 @@ func (s *Server) fileStatus(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// searchLimit reads ?limit= (1 to 200, default 100).
-func searchLimit(r *http.Request) (int, *apiError) {
+// searchLimit reads ?limit= (1 to 200, default def).
+func searchLimit(r *http.Request, def int) (int, *apiError) {
 	v := r.URL.Query().Get("limit")
 	if v == "" {
-		return 100, nil
+		return def, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
@@ -168,7 +168,8 @@ func searchLimit(r *http.Request) (int, *apiError) {
 }
 
 func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) *apiError {
-	entries, e := s.searchFiles(r)
+	// opencode's default: ten.
+	entries, e := s.searchFiles(r, 10)
 	if e != nil {
 		return e
 	}
@@ -182,7 +183,7 @@ func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) *apiError {
 
 // fsFind is the TUI's @ completion (opencode's next API).
 func (s *Server) fsFind(w http.ResponseWriter, r *http.Request) *apiError {
-	entries, e := s.searchFiles(r)
+	entries, e := s.searchFiles(r, 50)
 	if e != nil {
 		return e
 	}
@@ -210,32 +211,32 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-func (s *Server) searchFiles(r *http.Request) ([]workspace.Entry, *apiError) {
+// searchFiles is the fuzzy search of both routes: files and folders
+// (?type= keeps one kind; ?dirs=false files only), at most ?limit=
+// (default defaultLimit), what the read rules deny left out.
+func (s *Server) searchFiles(r *http.Request, defaultLimit int) ([]workspace.Entry, *apiError) {
 	dir, e := s.fileDir(r)
 	if e != nil {
 		return nil, e
 	}
 	q := r.URL.Query()
-	limit, e := searchLimit(r)
+	limit, e := searchLimit(r, defaultLimit)
 	if e != nil {
 		return nil, e
 	}
 	typ := q.Get("type")
-	if typ != "" && typ != "file" && typ != "directory" {
+	if typ != "" && typ != workspace.TypeFile && typ != workspace.TypeDir {
 		return nil, badRequest("type: %q is not file or directory", typ)
 	}
-	entries, err := workspace.Files(r.Context(), dir, q.Get("query"), q.Get("dirs") == "true", typ, limit)
+	if typ == "" && q.Get("dirs") == "false" {
+		// opencode's: folders too, unless dirs=false.
+		typ = workspace.TypeFile
+	}
+	entries, err := workspace.Files(r.Context(), dir, q.Get("query"), typ, limit, s.hiddenIn(dir))
 	if err != nil {
 		return nil, fileErr(err, dir)
 	}
-	rr := s.readRules(dir)
-	out := entries[:0]
-	for _, en := range entries {
-		if !rr.hidden(strings.TrimSuffix(en.Path, "/")) {
-			out = append(out, en)
-		}
-	}
-	return out, nil
+	return entries, nil
 }
 
 func (s *Server) findText(w http.ResponseWriter, r *http.Request) *apiError {

@@ -293,6 +293,7 @@ func (s *Server) getVCS(w http.ResponseWriter, r *http.Request) *apiError {
 	var out vcsJSON
 	if root := worktree(dir); root != "/" {
 		out.Branch = vcs.Branch(root)
+		out.DefaultBranch, _ = vcs.DefaultBranch(root)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

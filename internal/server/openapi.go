@@ -30,8 +30,9 @@ type op struct {
 	// stream marks an event stream (text/event-stream of events); global
 	// streams wrap each event with its session's directory.
 	stream, global bool
-	// text marks a text/plain answer.
+	// text marks a text answer: text/plain, or mime when set.
 	text bool
+	mime string
 }
 
 // param is a query parameter.
@@ -96,6 +97,10 @@ var ops = map[string]op{
 	"GET /project/current":                          {resp: projectJSON{}},
 	"GET /project/{projectID}/directories":          {resp: []projectDirJSON{}},
 	"GET /vcs":                                      {resp: vcsJSON{}},
+	"GET /vcs/status":                               {resp: []vcsStatusJSON{}},
+	"GET /vcs/diff":                                 {resp: []snapshot.FileDiff{}, query: []param{{"mode", "string", "git (against HEAD) or branch (against the default branch; required)"}, {"context", "integer", "lines of context around each change (default: the whole file)"}}},
+	"GET /vcs/diff/raw":                             {text: true, mime: "text/x-diff"},
+	"POST /vcs/apply":                               {body: vcsApplyBody{}, resp: vcsAppliedJSON{}},
 	"GET /command":                                  {resp: []command.Command{}},
 	"POST /session/{id}/init":                       {body: initBody{}, resp: true},
 	"POST /instance/dispose":                        {resp: true},
@@ -179,7 +184,11 @@ func (s *Server) OpenAPI() map[string]any {
 			}
 			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"$ref": ev}}}
 		case o.text:
-			ok["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}
+			mime := "text/plain"
+			if o.mime != "" {
+				mime = o.mime
+			}
+			ok["content"] = map[string]any{mime: map[string]any{"schema": map[string]any{"type": "string"}}}
 		case o.status == http.StatusNoContent:
 			status, ok["description"] = "204", "Admitted: the prompt is durable and its run will start."
 		case o.status == http.StatusBadRequest:

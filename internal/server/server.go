@@ -181,6 +181,11 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/project/current", "The project of the request's directory.", false, s.currentProject},
 		{"GET", "/project/{projectID}/directories", "The directories of the request's repository: its main worktree and its linked ones (strategy git_worktree: made by agentd).", false, s.projectDirectories},
 		{"GET", "/vcs", "The git branch of the request's directory.", false, s.getVCS},
+		// The project's git (vcs.go).
+		{"GET", "/vcs/status", "Files the project's git sees changed, with added and removed lines (no patches).", false, s.vcsStatus},
+		{"GET", "/vcs/diff", "The work tree's changes against HEAD (mode=git) or the default branch (mode=branch), with patches.", false, s.vcsDiff},
+		{"GET", "/vcs/diff/raw", "The work tree's uncommitted changes as one patch (text/x-diff).", false, s.vcsDiffRaw},
+		{"POST", "/vcs/apply", "Apply a patch to the work tree (git apply: all or nothing; the operator's edit rules decide).", false, s.vcsApply},
 		{"GET", "/command", "Commands of the request's directory: the built-in init and review, the command files', the configuration's.", false, s.listCommands},
 		{"POST", "/session/{id}/init", "Run the init command: the model writes or improves the project's AGENTS.md.", false, s.initProject},
 		{"POST", "/instance/dispose", "Drop what is cached for the request's directory (its commands); it is read again on next use.", false, s.disposeInstance},

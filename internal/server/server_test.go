@@ -285,12 +285,12 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"GET /provider/auth", "GET /question", "GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}",
 		"GET /session/{id}/children", "GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message",
 		"GET /session/{id}/message/{messageID}", "GET /session/{id}/run", "GET /session/{id}/run/{runID}", "GET /session/{id}/status",
-		"GET /session/{id}/todo", "GET /vcs", "PATCH /session/{id}", "POST /instance/dispose", "POST /permission/{requestID}/reply",
+		"GET /session/{id}/todo", "GET /vcs", "GET /vcs/diff", "GET /vcs/diff/raw", "GET /vcs/status", "PATCH /session/{id}", "POST /instance/dispose", "POST /permission/{requestID}/reply",
 		"POST /question/{requestID}/reject", "POST /question/{requestID}/reply", "POST /session", "POST /session/{id}/abort",
 		"POST /session/{id}/command", "POST /session/{id}/fork", "POST /session/{id}/init", "POST /session/{id}/message",
 		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/revert",
 		"POST /session/{id}/share", "POST /session/{id}/shell", "POST /session/{id}/summarize", "POST /session/{id}/unrevert",
-		"POST /session/{id}/wait",
+		"POST /session/{id}/wait", "POST /vcs/apply",
 	}
 	// Projects, worktrees and skills (projects.go).
 	want = append(want, "GET /skill", "GET /project", "PATCH /project/{projectID}", "POST /project/git/init",

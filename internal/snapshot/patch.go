@@ -21,6 +21,9 @@ type FileDiff struct {
 	Additions int    `json:"additions"`
 	Deletions int    `json:"deletions"`
 	Status    string `json:"status"`
+	// Cut is set when the patch was cut short by the diff's bounds (the
+	// counts stay exact).
+	Cut bool `json:"-"`
 }
 
 // Diff statuses.
@@ -41,7 +44,7 @@ const (
 // The notes that end a patch cut short.
 const (
 	cutNote  = "\n… (patch cut)\n"
-	fullNote = "… (patch left out: this diff's patches reached 4 MiB)\n"
+	fullNote = "… (patch left out: this diff's patches reached their bound)\n"
 )
 
 // ErrGone is returned for a snapshot the store no longer holds.
@@ -156,15 +159,34 @@ type patchParser struct {
 	patch  []byte
 	cut    bool
 	inHunk bool
-	// left is what the whole diff's patches may still hold.
-	left int
+	// file bounds one file's patch; left is what the whole diff's
+	// patches may still hold.
+	file, left int
 }
 
-// parsePatch reads a diff from r, line by line (a line longer than the
-// reader's buffer comes in pieces, of which only the first is looked at),
-// and calls fn with each file.
+// Limits bound the patch text a parse keeps: of one file, and of all of
+// them together. Files past them come with their patch cut (Cut set) and
+// a note; the counts stay exact.
+type Limits struct {
+	File, Total int
+}
+
+// DefaultLimits are the bounds of a snapshot diff: 256 KiB of patch per
+// file, 4 MiB per diff.
+var DefaultLimits = Limits{File: maxPatch, Total: maxDiff}
+
+// parsePatch is ParsePatch with the default limits.
 func parsePatch(r io.Reader, fn func(FileDiff) error) error {
-	p := &patchParser{fn: fn, left: maxDiff}
+	return ParsePatch(r, DefaultLimits, fn)
+}
+
+// ParsePatch reads a unified diff as git writes it (diff --git headers)
+// from r, line by line (a line longer than the reader's buffer comes in
+// pieces, of which only the first is looked at), and calls fn with each
+// file: its path, status, added and removed lines, and its patch within
+// lim. An error of fn stops the parse and is returned.
+func ParsePatch(r io.Reader, lim Limits, fn func(FileDiff) error) error {
+	p := &patchParser{fn: fn, file: lim.File, left: lim.Total}
 	br := bufio.NewReaderSize(r, 64<<10)
 	start := true
 	for {
@@ -237,7 +259,7 @@ func (p *patchParser) add(b []byte) {
 	if p.cur == nil || p.cut {
 		return
 	}
-	room := min(maxPatch, p.left) - len(p.patch)
+	room := min(p.file, p.left) - len(p.patch)
 	if len(b) > room {
 		p.patch = append(p.patch, b[:max(room, 0)]...)
 		p.cut = true
@@ -252,6 +274,7 @@ func (p *patchParser) end() error {
 		return nil
 	}
 	d := *p.cur
+	d.Cut = p.cut
 	switch {
 	case p.cut && len(p.patch) == 0:
 		d.Patch = fullNote

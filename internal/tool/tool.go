@@ -62,6 +62,10 @@ type Need struct {
 	Always   []string
 	Title    string
 	Metadata map[string]any
+	// Detail, when set, adds to Metadata what is worth computing only when
+	// the need asks (an edit's diff, for the ask dialog): it is called
+	// once, before the request is recorded.
+	Detail func() map[string]any
 	// Exact are those of Patterns that an "always" answer allows only when
 	// it named that very pattern: commands whose arguments let them do
 	// more than a wildcard grant's name says (find -exec, sudo …).

@@ -3,6 +3,7 @@ package undo
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/snapshot"
@@ -204,7 +205,20 @@ func (r *Reverter) mark(ctx context.Context, sessionID string, was *core.Session
 		out, err = writePoint(ctx, tx, sess, point, r.now())
 		return err
 	})
+	if err == nil {
+		r.changed(sessionID)
+	}
 	return out, err
+}
+
+// changed tells Options.Changed that a session's revert point moved.
+func (r *Reverter) changed(sessionID string) {
+	if r.o.Changed == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.o.Changed(ctx, sessionID)
 }
 
 // writePoint writes the session's revert point and says so.
@@ -240,6 +254,20 @@ func patchesFrom(msgs []core.MessageWithParts, messageID, partID string) ([]core
 		}
 	}
 	return out, found
+}
+
+// PointSnapshot is the snapshot of the session's files at its revert point
+// rev: the one the first step reverted began from (the snapshot its patch
+// names), which is what the revert put the files it reverted back to. ok
+// is false when nothing from the point on changed files.
+func PointSnapshot(msgs []core.MessageWithParts, rev core.SessionRevert) (string, bool) {
+	patches, _ := patchesFrom(msgs, rev.MessageID, rev.PartID)
+	for _, p := range patches {
+		if p.Hash != "" {
+			return p.Hash, true
+		}
+	}
+	return "", false
 }
 
 // restoreOrder lists each file the patches changed once, with the

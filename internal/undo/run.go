@@ -201,6 +201,9 @@ func (r *Reverter) finish(rec store.RevertJournal, j journal, state string, caus
 		return appendRevertEvent(ctx, tx, rec, j, state, cause, recovered)
 	})
 	r.logEnd(rec, j, state, cause, recovered, err)
+	if err == nil && state == stateFinished {
+		r.changed(rec.SessionID)
+	}
 	switch {
 	case err != nil:
 		return sess, fmt.Errorf("record the revert's end: %w", err)

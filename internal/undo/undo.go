@@ -84,6 +84,10 @@ type Options struct {
 	// then left to the next start (default 5 s).
 	Grace  time.Duration
 	Logger *slog.Logger
+	// Changed, when set, is called after a revert or unrevert has moved a
+	// session's revert point (its files are as the point says), on a
+	// context of its own.
+	Changed func(ctx context.Context, sessionID string)
 }
 
 // Reverter reverts and unreverts sessions' files. It is safe for

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 )
@@ -57,89 +56,6 @@ func walk(ctx context.Context, root *os.Root, fn func(rel string, isDir bool) bo
 		}
 		return nil
 	})
-}
-
-// Files finds files (and, with dirs, folders; typ "file" or "directory"
-// keeps one kind) whose path matches query fuzzily: its characters in
-// order, case ignored. The best matches come first: a match in the name,
-// then contiguous, then short paths.
-func Files(ctx context.Context, dir, query string, dirs bool, typ string, limit int) ([]Entry, error) {
-	if limit <= 0 || limit > 200 {
-		limit = 200
-	}
-	q := strings.ToLower(query)
-	type scored struct {
-		e     Entry
-		score int
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	var found []scored
-	err = walk(ctx, root, func(p string, isDir bool) bool {
-		e := Entry{Path: p, Type: "file"}
-		if isDir {
-			e.Path, e.Type = p+"/", "directory"
-			if !dirs && typ != "directory" {
-				return true
-			}
-		}
-		if typ != "" && e.Type != typ {
-			return true
-		}
-		if s, ok := fuzzy(strings.ToLower(p), q); ok {
-			found = append(found, scored{e, s})
-		}
-		return true
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.SliceStable(found, func(i, j int) bool {
-		if found[i].score != found[j].score {
-			return found[i].score > found[j].score
-		}
-		return len(found[i].e.Path) < len(found[j].e.Path)
-	})
-	out := []Entry{}
-	for _, f := range found {
-		if len(out) == limit {
-			break
-		}
-		out = append(out, f.e)
-	}
-	return out, nil
-}
-
-// fuzzy reports whether q's characters appear in s in order, and how well:
-// more for characters in the last path element, for runs of adjacent
-// characters, and for a match at a word's start.
-func fuzzy(s, q string) (int, bool) {
-	if q == "" {
-		return 0, true
-	}
-	base := strings.LastIndexByte(s, '/') + 1
-	score, j, last := 0, 0, -2
-	for i := 0; i < len(s) && j < len(q); i++ {
-		if s[i] != q[j] {
-			continue
-		}
-		score++
-		if i >= base {
-			score += 2
-		}
-		if i == last+1 {
-			score += 3
-		}
-		if i == 0 || strings.IndexByte("/._- ", s[i-1]) >= 0 {
-			score += 2
-		}
-		last = i
-		j++
-	}
-	return score, j == len(q)
 }
 
 // Match is one line a text search found, in opencode's (ripgrep's) shape.

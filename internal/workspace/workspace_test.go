@@ -63,18 +63,18 @@ func TestListAndRead(t *testing.T) {
 func TestFiles(t *testing.T) {
 	t.Parallel()
 	dir := tree(t, map[string]string{"src/server/handlers.go": "", "src/server/hand.txt": "", "docs/readme.md": "", ".git/config": "", "node_modules/h.js": ""})
-	got, err := Files(t.Context(), dir, "handgo", false, "", 10)
+	got, err := Files(t.Context(), dir, "handgo", TypeFile, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Path != "src/server/handlers.go" {
 		t.Errorf("fuzzy = %+v", got)
 	}
-	got, _ = Files(t.Context(), dir, "serv", true, "directory", 10)
+	got, _ = Files(t.Context(), dir, "serv", TypeDir, 10, nil)
 	if len(got) != 1 || got[0].Path != "src/server/" || got[0].Type != "directory" {
 		t.Errorf("directories = %+v", got)
 	}
-	got, _ = Files(t.Context(), dir, "", false, "", 2)
+	got, _ = Files(t.Context(), dir, "", "", 2, nil)
 	if len(got) != 2 {
 		t.Errorf("limit: %+v", got)
 	}

@@ -183,12 +183,28 @@ func TestRunAttach(t *testing.T) {
 		}
 	})
 
+	// The fork's copies of the original's messages are not printed as
+	// if they were the new turn's output (the stream's replay window
+	// stops at the fork); only the new answer is.
 	t.Run("fork", func(t *testing.T) {
 		orig := n.sessions(t)[0]
 		before := n.transcript(t, orig.ID)
+		earlier := texts(before, core.RoleAssistant)
+		if len(earlier) == 0 {
+			t.Fatal("the original has no answers to copy")
+		}
 		r := n.opencode(t, "-s", orig.ID, "--fork", "reply:in-the-fork")
 		if r.code != 0 || !strings.Contains(r.stdout, "in-the-fork") {
 			t.Fatalf("--fork: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		for _, answer := range earlier {
+			if strings.Contains(r.stdout, answer) {
+				t.Errorf("--fork printed the copied answer %q: %q", answer, r.stdout)
+			}
+		}
+		js := n.opencode(t, "-s", orig.ID, "--fork", "--format", "json", "reply:json-fork")
+		if n := strings.Count("\n"+js.stdout, "\n{\"type\":\"text\""); js.code != 0 || n != 1 || !strings.Contains(js.stdout, "json-fork") {
+			t.Errorf("--fork --format json printed %d text events: %q", n, js.stdout)
 		}
 		fork := n.sessions(t)[0]
 		if fork.ID == orig.ID {
@@ -269,6 +285,24 @@ func TestRunAttach(t *testing.T) {
 		run := n.lastRun(t, n.sessions(t)[0].ID)
 		if run.State != core.RunFailed || run.Reason != core.ReasonProviderError {
 			t.Errorf("run = %s/%s", run.State, run.Reason)
+		}
+	})
+
+	// opencode run rejects a permission it cannot ask about; the turn
+	// ends there, as on opencode serve: the call fails, the model is not
+	// called again, the run is interrupted/rejected.
+	t.Run("a rejected permission ends the turn", func(t *testing.T) {
+		// No space in the argument: opencode run quotes those.
+		r := n.opencode(t, `tool:bash:{"command":"rm\tnothing-here"}`+"\nreply:never-said")
+		if r.code != 0 || strings.Contains(r.stdout, "never-said") {
+			t.Errorf("exit %d, stdout %q", r.code, r.stdout)
+		}
+		s := n.sessions(t)[0]
+		if run := n.lastRun(t, s.ID); run.State != core.RunInterrupted || run.Reason != core.ReasonRejected {
+			t.Errorf("run = %s/%s, want interrupted/rejected", run.State, run.Reason)
+		}
+		if got := texts(n.transcript(t, s.ID), core.RoleAssistant); len(got) != 0 {
+			t.Errorf("the model answered after the rejection: %q", got)
 		}
 	})
 

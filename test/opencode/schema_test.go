@@ -223,11 +223,15 @@ func TestSchema(t *testing.T) {
 		"/api/location", "/api/agent", "/api/model", "/api/provider", "/api/integration", "/api/reference",
 		"/api/command", "/api/skill", "/find?pattern=hello", "/find/file?query=hel", "/find/file?query=&dirs=true",
 		"/find/symbol?query=main", "/file?path=.", "/file/content?path=hello.txt", "/file/status",
-		"/api/fs/find?query=hel", "/api/fs/list?path=.", "/question",
+		"/api/fs/find?query=hel", "/api/fs/list?path=.", "/question", "/vcs/status", "/vcs/diff?mode=git", "/vcs/diff/raw",
 	} {
 		if code := n.call(t, "GET", p, nil, nil); code != 200 {
 			t.Errorf("GET %s: %d", p, code)
 		}
+	}
+	// Not a repository: opencode's VcsApplyError (non-git).
+	if code := n.call(t, "POST", "/vcs/apply", map[string]any{"patch": "diff --git a/x b/x\n"}, nil); code != 400 {
+		t.Errorf("POST /vcs/apply outside a repository: %d", code)
 	}
 	// Errors opencode's document describes.
 	n.call(t, "GET", "/session/ses_doesnotexist", nil, nil)

@@ -101,6 +101,18 @@ func (u *tui) waitFor(what string, texts ...string) string {
 	}
 }
 
+// waitGone waits until the screen no longer shows text.
+func (u *tui) waitGone(what, text string) {
+	u.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Contains(u.screen(), text) {
+		if time.Now().After(deadline) {
+			u.t.Fatalf("the TUI still shows %s (%q)", what, text)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestTUI starts opencode's TUI against agentd under tmux: it lists
 // sessions, opens one, sends prompts, renders the streamed answer and the
 // tool calls, and aborts a run with its key binding. Every request it
@@ -176,10 +188,18 @@ func (u *tui) command(name string) {
 	u.typeText(name)
 	time.Sleep(700 * time.Millisecond)
 	u.keys("Enter")
-	time.Sleep(300 * time.Millisecond)
-	if strings.Contains(u.screen(), "┃  "+name) {
-		// The completion filled the input: run it.
-		u.keys("Enter")
+	// The completion either ran the command (the input changes: cleared,
+	// or a reverted prompt put back) or filled the input with it, which
+	// then takes another Enter. A loaded machine takes a while to show
+	// which: a second Enter sent too early would send a prompt /undo
+	// had put back.
+	deadline := time.Now().Add(2 * time.Second)
+	for strings.Contains(u.screen(), "┃  "+name) {
+		if time.Now().After(deadline) {
+			u.keys("Enter")
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -190,6 +210,12 @@ func (u *tui) command(name string) {
 func TestTUIEverydayFeatures(t *testing.T) {
 	n := startNode(t, "")
 	file := filepath.Join(n.dir, "hello.txt")
+	if err := os.MkdirAll(filepath.Join(n.dir, "guides"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.dir, "guides", "intro.md"), []byte("# intro\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	u := startTUI(t, n)
 	u.waitFor("its prompt", "Ask anything")
 
@@ -204,12 +230,16 @@ func TestTUIEverydayFeatures(t *testing.T) {
 		t.Fatalf("hello.txt = %q", b)
 	}
 
-	// /undo restores the file and puts the prompt back; /redo undoes it.
+	// /undo restores the file and puts the prompt back, and the file is
+	// no longer among the session's modified files; /redo undoes it.
+	u.waitFor("the modified file", "Modified Files", "hello.txt")
 	u.command("/undo")
 	u.waitFor("the revert", "message reverted")
 	waitFile(t, file, "hello from the workspace\n")
+	u.waitGone("the modified files after the undo", "Modified Files")
 	u.command("/redo")
 	waitFile(t, file, "changed\n")
+	u.waitFor("the modified file after the redo", "Modified Files")
 
 	// The user's own command.
 	u.clearInput()
@@ -219,10 +249,15 @@ func TestTUIEverydayFeatures(t *testing.T) {
 	u.keys("Enter")
 	u.waitFor("the shell command's output", "SHELL-42")
 
-	// @ completion offers the workspace's file.
+	// @ completion offers the workspace's files, and its folders.
 	u.clearInput()
 	u.typeText("look at @hel")
 	u.waitFor("the file completion", "hello.txt")
+	u.clearInput()
+	u.typeText("look at @guid")
+	// Each item is a line of the list: the folder's own line ends at
+	// its slash.
+	u.waitFor("the folder completion", "┃ guides/ ", "┃ guides/intro.md")
 	u.clearInput()
 
 	// /init sends the model its instructions.
@@ -263,4 +298,103 @@ func waitFile(t *testing.T, path, want string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// git runs git in dir.
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %s", args, out)
+	}
+}
+
+// TestTUIDiff: /diff in opencode's TUI shows the work tree's changes
+// (GET /vcs/diff): the changed files and their lines, and, switched to
+// its other sources, the branch's changes since it left main and the
+// last turn's; it crashed the TUI with "no route for GET /vcs/diff"
+// before.
+func TestTUIDiff(t *testing.T) {
+	n := startNode(t, "")
+	git(t, n.dir, "init", "-q")
+	git(t, n.dir, "add", ".")
+	git(t, n.dir, "commit", "-qm", "init")
+	git(t, n.dir, "checkout", "-q", "-b", "feature")
+	if err := os.WriteFile(filepath.Join(n.dir, "on-the-branch.txt"), []byte("committed on feature\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, n.dir, "add", ".")
+	git(t, n.dir, "commit", "-qm", "feature")
+	if err := os.WriteFile(filepath.Join(n.dir, "hello.txt"), []byte("hello from the workspace\nanother line, diffed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.dir, "brand-new.txt"), []byte("a new file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := startTUI(t, n)
+	u.waitFor("its prompt", "Ask anything")
+	u.command("/diff")
+	u.waitFor("the diff of the work tree", "Diff working tree", "hello.txt", "another line, diffed", "brand-new.txt", "2 files")
+	// Its other sources: since the branch left main (GET /vcs gives
+	// the default branch), and the last turn.
+	u.keys("d")
+	u.waitFor("the sources", "Switch source", "Main branch")
+	u.keys("Down")
+	time.Sleep(200 * time.Millisecond)
+	u.keys("Enter")
+	u.waitFor("the branch's diff", "Diff main branch", "on-the-branch.txt", "committed on feature", "3 files")
+	u.keys("d")
+	u.waitFor("the sources", "Switch source", "Last turn")
+	u.keys("Down")
+	time.Sleep(200 * time.Millisecond)
+	u.keys("Enter")
+	u.waitFor("the last turn's diff", "Diff last turn")
+	u.keys("Escape")
+
+	n.rec.mu.Lock()
+	for _, ex := range n.rec.exchanges {
+		if ex.status == 404 || ex.status >= 500 {
+			t.Errorf("the TUI's %s %s was answered %d: %s", ex.method, ex.path, ex.status, ex.body)
+		}
+	}
+	n.rec.mu.Unlock()
+	n.rec.check(t)
+}
+
+// TestTUIShowsEditsAndWrites: opencode's TUI shows an edit's diff and a
+// write's content, from the tool parts' metadata (diff, filediff,
+// diagnostics), as it does for opencode's own tools.
+func TestTUIShowsEditsAndWrites(t *testing.T) {
+	n := startNode(t, "")
+	u := startTUI(t, n)
+	u.waitFor("its prompt", "Ask anything")
+	u.typeText(`tool:edit:{"filePath":"hello.txt","oldString":"hello from the workspace","newString":"edited by the model"}`)
+	u.keys("Enter")
+	// The diff's lines, numbered and marked (the prompt holds the bare
+	// text too).
+	u.waitFor("the edit's diff", "← Edit hello.txt", "1 - hello from the workspace", "1 + edited by the model")
+	u.clearInput()
+	u.typeText(`tool:write:{"filePath":"notes.md","content":"written line one\nwritten line two\n"}`)
+	u.keys("Enter")
+	u.waitFor("the write's content", "# Wrote notes.md", "2 written line two")
+	n.rec.check(t)
+}
+
+// TestTUIEditAskShowsTheDiff: with edit set to ask, opencode's permission
+// dialog shows the change the edit would make (the request's metadata:
+// filepath and diff), and nothing is written before the answer.
+func TestTUIEditAskShowsTheDiff(t *testing.T) {
+	n := startNode(t, `,"permission":{"edit":"ask"}`)
+	u := startTUI(t, n)
+	u.waitFor("its prompt", "Ask anything")
+	u.typeText(`tool:edit:{"filePath":"hello.txt","oldString":"hello from the workspace","newString":"asked before editing"}`)
+	u.keys("Enter")
+	u.waitFor("the dialog with the diff", "Permission required", "- hello from the workspace", "+ asked before editing")
+	if b, _ := os.ReadFile(filepath.Join(n.dir, "hello.txt")); string(b) != "hello from the workspace\n" {
+		t.Errorf("written before the answer: %q", b)
+	}
+	u.keys("Enter")
+	waitFile(t, filepath.Join(n.dir, "hello.txt"), "asked before editing\n")
+	n.rec.check(t)
 }

@@ -190,11 +190,33 @@ func pathNeeds(call tool.Call, field, perm string) []tool.Need {
 // Needs implements tool.Permissioned.
 func (Read) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "filePath", "read") }
 
-// Needs implements tool.Permissioned.
-func (Write) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "filePath", "edit") }
+// Needs implements tool.Permissioned. An ask shows the write's diff.
+func (Write) Needs(call tool.Call) []tool.Need {
+	return withDiff(pathNeeds(call, "filePath", "edit"), call, func(before string, existed bool) (string, bool) {
+		var in struct {
+			Content *string `json:"content"`
+		}
+		if json.Unmarshal(call.Input, &in) != nil || in.Content == nil {
+			return "", false
+		}
+		return *in.Content, true
+	})
+}
 
-// Needs implements tool.Permissioned.
-func (Edit) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "filePath", "edit") }
+// Needs implements tool.Permissioned. An ask shows the edit's diff.
+func (Edit) Needs(call tool.Call) []tool.Need {
+	return withDiff(pathNeeds(call, "filePath", "edit"), call, func(before string, existed bool) (string, bool) {
+		var in editInput
+		if json.Unmarshal(call.Input, &in) != nil {
+			return "", false
+		}
+		if !existed {
+			return in.NewString, in.OldString == ""
+		}
+		after, _, problem := in.apply(before)
+		return after, problem == ""
+	})
+}
 
 // Needs implements tool.Permissioned.
 func (Glob) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "glob") }

@@ -219,8 +219,10 @@ func (Write) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	if err := pl.writeAtomic([]byte(*in.Content), perm); err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 	}
+	md := writeMetadata(p, existed)
+	md["existed"], md["bytes"] = existed, len(*in.Content)
 	return tool.Result{Output: fmt.Sprintf("wrote %d bytes to %s", len(*in.Content), rel(call.Directory, p)),
-		Title: rel(call.Directory, p), Metadata: map[string]any{"existed": existed, "bytes": len(*in.Content)}}, nil
+		Title: rel(call.Directory, p), Metadata: md}, nil
 }
 
 // Edit replaces text in files.
@@ -237,14 +239,39 @@ func (Edit) Schema() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{"filePath":{"type":"string"},"oldString":{"type":"string"},"newString":{"type":"string"},"replaceAll":{"type":"boolean"}},"required":["filePath","oldString","newString"]}`)
 }
 
+// editInput is the edit tool's input.
+type editInput struct {
+	FilePath   string `json:"filePath"`
+	OldString  string `json:"oldString"`
+	NewString  string `json:"newString"`
+	ReplaceAll bool   `json:"replaceAll"`
+}
+
+// apply makes the edit in an existing file's text: the new text and the
+// replacements made, or what is wrong with the edit.
+func (in editInput) apply(text string) (string, int, string) {
+	if in.OldString == "" {
+		return "", 0, "oldString must not be empty for an existing file"
+	}
+	if in.OldString == in.NewString {
+		return "", 0, "oldString and newString are the same; nothing to change"
+	}
+	n := strings.Count(text, in.OldString)
+	switch {
+	case n == 0:
+		return "", 0, fmt.Sprintf("oldString was not found in %s", in.FilePath)
+	case n > 1 && !in.ReplaceAll:
+		return "", 0, fmt.Sprintf("oldString occurs %d times in %s; give more context to make it unique, or set replaceAll", n, in.FilePath)
+	}
+	if in.ReplaceAll {
+		return strings.ReplaceAll(text, in.OldString, in.NewString), n, ""
+	}
+	return strings.Replace(text, in.OldString, in.NewString, 1), n, ""
+}
+
 // Run implements tool.Tool.
 func (Edit) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
-	var in struct {
-		FilePath   string `json:"filePath"`
-		OldString  string `json:"oldString"`
-		NewString  string `json:"newString"`
-		ReplaceAll bool   `json:"replaceAll"`
-	}
+	var in editInput
 	if r := decode(call.Input, &in); r != nil {
 		return *r, nil
 	}
@@ -262,35 +289,22 @@ func (Edit) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 		if err := pl.writeAtomic([]byte(in.NewString), 0o644); err != nil {
 			return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 		}
-		return tool.Result{Output: "created " + rel(call.Directory, p), Title: rel(call.Directory, p)}, nil
+		return tool.Result{Output: "created " + rel(call.Directory, p), Title: rel(call.Directory, p), Metadata: editMetadata(p, "", in.NewString)}, nil
 	}
 	if err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot read %s: %v", in.FilePath, errText(err))), nil
 	}
-	if in.OldString == "" {
-		return tool.Errorf("oldString must not be empty for an existing file"), nil
-	}
-	if in.OldString == in.NewString {
-		return tool.Errorf("oldString and newString are the same; nothing to change"), nil
-	}
-	text := string(data)
-	n := strings.Count(text, in.OldString)
-	switch {
-	case n == 0:
-		return tool.Errorf(fmt.Sprintf("oldString was not found in %s", in.FilePath)), nil
-	case n > 1 && !in.ReplaceAll:
-		return tool.Errorf(fmt.Sprintf("oldString occurs %d times in %s; give more context to make it unique, or set replaceAll", n, in.FilePath)), nil
-	}
-	if in.ReplaceAll {
-		text = strings.ReplaceAll(text, in.OldString, in.NewString)
-	} else {
-		text = strings.Replace(text, in.OldString, in.NewString, 1)
+	text, n, problem := in.apply(string(data))
+	if problem != "" {
+		return tool.Errorf(problem), nil
 	}
 	if err := pl.writeAtomic([]byte(text), st.Mode().Perm()); err != nil {
 		return tool.Errorf(fmt.Sprintf("cannot write %s: %v", in.FilePath, errText(err))), nil
 	}
+	md := editMetadata(p, string(data), text)
+	md["replacements"] = max(1, btoi(in.ReplaceAll)*n)
 	return tool.Result{Output: fmt.Sprintf("replaced %d occurrence(s) in %s", max(1, btoi(in.ReplaceAll)*n), rel(call.Directory, p)),
-		Title: rel(call.Directory, p), Metadata: map[string]any{"replacements": max(1, btoi(in.ReplaceAll)*n)}}, nil
+		Title: rel(call.Directory, p), Metadata: md}, nil
 }
 
 func btoi(b bool) int {
