@@ -271,6 +271,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost,
 	})
+	mountV2(api, st, eng, hub, cfg, commands)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		eng.Stop()

@@ -1,7 +1,5 @@
 package server
 
-import "github.com/agentd/agentd/internal/workspace"
-
 // The answers of the routes whose shape is the server's own, named so
 // that the API document (openapi.go) describes exactly what is written.
 
@@ -65,30 +63,6 @@ type projectTime struct {
 // vcsJSON is GET /vcs's answer.
 type vcsJSON struct {
 	Branch string `json:"branch,omitempty"`
-}
-
-// locationJSON is opencode's LocationInfo of a directory.
-type locationJSON struct {
-	Directory string          `json:"directory"`
-	Project   locationProject `json:"project"`
-}
-
-type locationProject struct {
-	ID        string `json:"id"`
-	Directory string `json:"directory"`
-}
-
-// entriesJSON is the answer of opencode's next API's file routes.
-type entriesJSON struct {
-	Location locationJSON      `json:"location"`
-	Data     []workspace.Entry `json:"data"`
-}
-
-// emptyListJSON is the answer of opencode's next API's routes agentd has
-// no items for.
-type emptyListJSON struct {
-	Location locationJSON `json:"location"`
-	Data     []struct{}   `json:"data"`
 }
 
 // consoleJSON is GET /experimental/console's answer.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -180,36 +181,6 @@ func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// fsFind is the TUI's @ completion (opencode's next API).
-func (s *Server) fsFind(w http.ResponseWriter, r *http.Request) *apiError {
-	entries, e := s.searchFiles(r)
-	if e != nil {
-		return e
-	}
-	dir, _ := s.fileDir(r)
-	writeJSON(w, http.StatusOK, entriesJSON{Location: location(dir), Data: entries})
-	return nil
-}
-
-// fsList lists a folder (opencode's next API).
-func (s *Server) fsList(w http.ResponseWriter, r *http.Request) *apiError {
-	dir, e := s.fileDir(r)
-	if e != nil {
-		return e
-	}
-	p := r.URL.Query().Get("path")
-	nodes, err := workspace.List(dir, p, s.readRules(dir).denied)
-	if err != nil {
-		return fileErr(err, p)
-	}
-	data := make([]workspace.Entry, len(nodes))
-	for i, n := range nodes {
-		data[i] = workspace.Entry{Path: n.Path, Type: n.Type}
-	}
-	writeJSON(w, http.StatusOK, entriesJSON{Location: location(dir), Data: data})
-	return nil
-}
-
 func (s *Server) searchFiles(r *http.Request) ([]workspace.Entry, *apiError) {
 	dir, e := s.fileDir(r)
 	if e != nil {
@@ -224,9 +195,19 @@ func (s *Server) searchFiles(r *http.Request) ([]workspace.Entry, *apiError) {
 	if typ != "" && typ != "file" && typ != "directory" {
 		return nil, badRequest("type: %q is not file or directory", typ)
 	}
-	entries, err := workspace.Files(r.Context(), dir, q.Get("query"), q.Get("dirs") == "true", typ, limit)
+	entries, err := s.findEntries(r.Context(), dir, q.Get("query"), q.Get("dirs") == "true", typ, limit)
 	if err != nil {
 		return nil, fileErr(err, dir)
+	}
+	return entries, nil
+}
+
+// findEntries is a fuzzy search of dir (a real path) without what the
+// operator's rules deny to read.
+func (s *Server) findEntries(ctx context.Context, dir, query string, dirs bool, typ string, limit int) ([]workspace.Entry, error) {
+	entries, err := workspace.Files(ctx, dir, query, dirs, typ, limit)
+	if err != nil {
+		return nil, err
 	}
 	rr := s.readRules(dir)
 	out := entries[:0]
@@ -269,9 +250,4 @@ func (s *Server) findSymbol(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	writeJSON(w, http.StatusOK, []struct{}{})
 	return nil
-}
-
-// location is opencode's LocationInfo of a directory.
-func location(dir string) locationJSON {
-	return locationJSON{Directory: dir, Project: locationProject{ID: "global", Directory: worktree(dir)}}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd/internal/apidoc"
@@ -30,8 +31,9 @@ type op struct {
 	// stream marks an event stream (text/event-stream of events); global
 	// streams wrap each event with its session's directory.
 	stream, global bool
-	// text marks a text/plain answer.
-	text bool
+	// text marks a text/plain answer; binary an application/octet-stream
+	// one.
+	text, binary bool
 }
 
 // param is a query parameter.
@@ -43,7 +45,6 @@ var (
 	qLimit     = param{"limit", "integer", "at most this many items"}
 	qDirectory = param{"directory", "string", "the workspace (or the x-opencode-directory header); default the server's"}
 	qPath      = param{"path", "string", "a path inside the directory"}
-	qLocation  = param{"location[directory]", "string", "the directory (opencode's next API)"}
 	qQuery     = param{"query", "string", "what to match, fuzzily"}
 	qCursor    = param{"after", "integer", "replay the durable events after this seq (or the Last-Event-ID header)"}
 )
@@ -114,16 +115,6 @@ var ops = map[string]op{
 	"GET /file":                                     {resp: []workspace.Node{}, query: []param{qPath}},
 	"GET /file/content":                             {resp: workspace.Content{}, query: []param{qPath}},
 	"GET /file/status":                              {resp: []workspace.Change{}},
-	"GET /api/fs/find":                              {resp: entriesJSON{}, query: []param{qLocation, qQuery, {"type", "string", "file or directory"}, qLimit}},
-	"GET /api/fs/list":                              {resp: entriesJSON{}, query: []param{qLocation, qPath}},
-	"GET /api/location":                             {resp: locationJSON{}, query: []param{qLocation}},
-	"GET /api/agent":                                {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/model":                                {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/provider":                             {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/integration":                          {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/reference":                            {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/command":                              {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/skill":                                {resp: emptyListJSON{}, query: []param{qLocation}},
 	"GET /doc":                                      {resp: map[string]any{}},
 	"GET /node":                                     {resp: nodeJSON{}},
 	"GET /metrics":                                  {text: true},
@@ -147,14 +138,14 @@ func (s *Server) OpenAPI() map[string]any {
 		"content": map[string]any{"application/json": map[string]any{"schema": errSchema}}}
 	paths := map[string]any{}
 	for _, rt := range s.routes {
-		item, _ := paths[rt.pattern].(map[string]any)
+		o, path, opID, tag := s.docOf(rt)
+		item, _ := paths[path].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
-			paths[rt.pattern] = item
+			paths[path] = item
 		}
-		o := ops[rt.method+" "+rt.pattern]
 		var params []any
-		for _, m := range pathParam.FindAllStringSubmatch(rt.pattern, -1) {
+		for _, m := range pathParam.FindAllStringSubmatch(path, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
 		query := o.query
@@ -180,21 +171,31 @@ func (s *Server) OpenAPI() map[string]any {
 			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"$ref": ev}}}
 		case o.text:
 			ok["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}
+		case o.binary:
+			ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+		case o.status == http.StatusNoContent && opID != "":
+			status, ok["description"] = "204", "No content."
 		case o.status == http.StatusNoContent:
 			status, ok["description"] = "204", "Admitted: the prompt is durable and its run will start."
-		case o.status == http.StatusBadRequest:
-			status, ok = "400", errResp
+		case o.status >= 400:
+			status, ok = strconv.Itoa(o.status), errResp
 		case o.resp != nil:
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": set.Of(o.resp)}}
 		}
 		responses[status] = ok
+		if opID == "" {
+			opID = operationID(rt.method, rt.pattern)
+		}
 		op := map[string]any{
 			"summary":     rt.summary,
-			"operationId": operationID(rt.method, rt.pattern),
+			"operationId": opID,
 			"responses":   responses,
 			"tags":        []string{"opencode"},
 		}
-		if rt.native {
+		switch {
+		case tag != "":
+			op["tags"] = []string{tag}
+		case rt.native:
 			op["tags"] = []string{"agentd"}
 		}
 		if len(params) > 0 {
