@@ -224,10 +224,10 @@ type providerJSON struct {
 }
 
 type providerAPI struct {
-	Type     string         `json:"type"`
-	Package  string         `json:"package,omitempty"`
-	URL      string         `json:"url,omitempty"`
-	Settings map[string]any `json:"settings,omitempty"`
+	Type     string `json:"type"`
+	Package  string `json:"package,omitempty"`
+	URL      string `json:"url,omitempty"`
+	Settings any    `json:"settings,omitempty"`
 }
 
 func providerOf(p server.Provider) providerJSON {

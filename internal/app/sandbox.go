@@ -109,6 +109,11 @@ func serverPaths(cfg Config) []string {
 		}
 		out = append(out, abs)
 	}
+	if cfg.DBPath != "" {
+		if abs, err := filepath.Abs(CredentialsFile(cfg.DBPath)); err == nil {
+			out = append(out, abs)
+		}
+	}
 	if cfg.TLSKey != "" {
 		if abs, err := filepath.Abs(cfg.TLSKey); err == nil {
 			out = append(out, abs)

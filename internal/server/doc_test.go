@@ -185,7 +185,8 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"GET /find":                                     {path: "/find?pattern=alpha"},
 		"GET /find/file":                                {path: "/find/file?query=notes"},
 		"GET /file/content":                             {path: "/file/content?path=notes.txt"},
-		"GET /api/fs/find":                              {path: "/api/fs/find?query=notes"},
+		"PUT /auth/{providerID}":                        {path: "/auth/agentd", body: `{"type":"api","key":"sk-doc"}`},
+		"DELETE /auth/{providerID}":                     {path: "/auth/agentd"},
 	}
 	type route struct{ method, pattern string }
 	var routes []route
@@ -206,6 +207,11 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	}
 	sort.Slice(routes, func(i, j int) bool { return order(routes[i]) < order(routes[j]) })
 	for _, rt := range routes {
+		if strings.HasPrefix(rt.pattern, "/api/") {
+			// opencode 2's routes: package apiv2's TestDocDescribesV2
+			// judges them by this document.
+			continue
+		}
 		key := rt.method + " " + rt.pattern
 		rc := recipes[key]
 		path := rc.path
