@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -269,3 +270,5 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o644) }

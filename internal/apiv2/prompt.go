@@ -163,7 +163,11 @@ func (a *API) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 	out := admittedJSON{ID: adm.MessageID, SessionID: sid, Delivery: in.Delivery,
 		Prompt: promptJSON{Text: in.Prompt.Text, Files: in.Prompt.Files, Agents: in.Prompt.Agents}}
 	if m, err := a.st.Message(r.Context(), sid, adm.MessageID); err == nil {
+		// What was admitted: a retry's is the first admission's.
 		out.TimeCreated = m.Info.Created
+		if u, ok := userOf(m, nil).(userEntry); ok {
+			out.Prompt = promptJSON{Text: u.Text, Files: u.Files, Agents: u.Agents}
+		}
 	}
 	since := head
 	if adm.Duplicate {
