@@ -44,7 +44,15 @@ func loc(resp any) server.RouteDoc {
 
 // table is every operation of opencode 2's API, in its document's order.
 func (a *API) table() []v2route {
-	ptyDoc := server.RouteDoc{Status: http.StatusNotImplemented}
+	out := a.sessionRoutes()
+	out = append(out, a.catalogRoutes()...)
+	out = append(out, a.askRoutes()...)
+	return append(out, a.otherRoutes()...)
+}
+
+// sessionRoutes are the routes of sessions, their prompts, transcript and
+// events (and the server's health and location, first in the document).
+func (a *API) sessionRoutes() []v2route {
 	return []v2route{
 		{"GET", "/api/health", "v2.health.get", "Whether the server can serve (503 with the reason when it cannot).", a.health, server.RouteDoc{Resp: healthJSON{}}},
 		{"GET", "/api/location", "v2.location.get", "The request's location: its directory and project.", a.getLocation, loc(locationInfo{})},
@@ -84,6 +92,12 @@ func (a *API) table() []v2route {
 		{"GET", "/api/session/{sessionID}/message/{messageID}", "v2.session.message", "One message of the session.", a.message, server.RouteDoc{Resp: wrapped[any]{}}},
 		{"GET", "/api/session/{sessionID}/message", "v2.session.messages", "The session's messages, newest first (?order=asc oldest), a page at a time.", a.messages,
 			server.RouteDoc{Query: []server.Param{qLimit, qOrder, qCursor}, Resp: messagesPage{}}},
+	}
+}
+
+// catalogRoutes are the models, providers, integrations and credentials.
+func (a *API) catalogRoutes() []v2route {
+	return []v2route{
 		{"GET", "/api/model", "v2.model.list", "Models of the configured providers.", a.listModels, loc(located[[]modelJSON]{})},
 		{"GET", "/api/provider", "v2.provider.list", "Configured providers.", a.listProviders, loc(located[[]providerJSON]{})},
 		{"GET", "/api/provider/{providerID}", "v2.provider.get", "One configured provider.", a.getProvider, loc(located[providerJSON]{})},
@@ -102,6 +116,12 @@ func (a *API) table() []v2route {
 		{"PATCH", "/api/credential/{credentialID}", "v2.credential.update", "Rename a stored key (its id is its provider's).", a.updateCredential,
 			server.RouteDoc{Body: labelBody{}, Status: http.StatusNoContent}},
 		{"DELETE", "/api/credential/{credentialID}", "v2.credential.remove", "Forget a stored key.", a.removeCredential, server.RouteDoc{Status: http.StatusNoContent}},
+	}
+}
+
+// askRoutes are the permission requests and saved approvals.
+func (a *API) askRoutes() []v2route {
+	return []v2route{
 		{"GET", "/api/permission/request", "v2.permission.request.list", "Pending permission requests of every session.", a.listPermissions, loc(located[[]permissionJSON]{})},
 		{"GET", "/api/permission/saved", "v2.permission.saved.list", "Saved approvals: the rules the sessions' \"always\" answers granted.", a.listSaved,
 			server.RouteDoc{Resp: wrapped[[]savedJSON]{}}},
@@ -114,6 +134,14 @@ func (a *API) table() []v2route {
 			server.RouteDoc{Resp: wrapped[permissionJSON]{}}},
 		{"POST", "/api/session/{sessionID}/permission/{requestID}/reply", "v2.session.permission.reply", "Answer a permission request: once, always or reject.", a.replyPermission,
 			server.RouteDoc{Body: replyBody{}, Status: http.StatusNoContent}},
+	}
+}
+
+// otherRoutes are the files, commands, skills, the instance's events,
+// the terminals (refused for now), the questions and the references.
+func (a *API) otherRoutes() []v2route {
+	ptyDoc := server.RouteDoc{Status: http.StatusNotImplemented}
+	return []v2route{
 		{"GET", "/api/fs/read/{path...}", "v2.fs.read", "A file's bytes.", a.fsRead, server.RouteDoc{Query: []server.Param{qLocation}, Binary: true}},
 		{"GET", "/api/fs/list", "v2.fs.list", "A folder's entries.", a.fsList,
 			server.RouteDoc{Query: []server.Param{qLocation, {Name: "path", Kind: "string", About: "a folder of the directory"}}, Resp: located[[]workspace.Entry]{}}},

@@ -160,29 +160,8 @@ func (s *Server) OpenAPI() map[string]any {
 			params = append(params, map[string]any{"name": "Last-Event-ID", "in": "header",
 				"description": "resume after this seq", "schema": map[string]any{"type": "string"}})
 		}
-		responses := map[string]any{"default": errResp}
-		status, ok := "200", map[string]any{"description": "OK"}
-		switch {
-		case o.stream:
-			ev := "#/components/schemas/Event"
-			if o.global {
-				ev = "#/components/schemas/GlobalEvent"
-			}
-			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"$ref": ev}}}
-		case o.text:
-			ok["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}
-		case o.binary:
-			ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
-		case o.status == http.StatusNoContent && opID != "":
-			status, ok["description"] = "204", "No content."
-		case o.status == http.StatusNoContent:
-			status, ok["description"] = "204", "Admitted: the prompt is durable and its run will start."
-		case o.status >= 400:
-			status, ok = strconv.Itoa(o.status), errResp
-		case o.resp != nil:
-			ok["content"] = map[string]any{"application/json": map[string]any{"schema": set.Of(o.resp)}}
-		}
-		responses[status] = ok
+		status, ok := o.success(set, errResp, opID != "")
+		responses := map[string]any{"default": errResp, status: ok}
 		if opID == "" {
 			opID = operationID(rt.method, rt.pattern)
 		}
@@ -214,6 +193,33 @@ func (s *Server) OpenAPI() map[string]any {
 		"paths":      paths,
 		"components": map[string]any{"schemas": set.Components()},
 	}
+}
+
+// success is an operation's success answer in the document, by its
+// status; mounted routes' 204s say nothing of prompts.
+func (o op) success(set *apidoc.Set, errResp map[string]any, mounted bool) (string, map[string]any) {
+	ok := map[string]any{"description": "OK"}
+	switch {
+	case o.stream:
+		ev := "#/components/schemas/Event"
+		if o.global {
+			ev = "#/components/schemas/GlobalEvent"
+		}
+		ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"$ref": ev}}}
+	case o.text:
+		ok["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}
+	case o.binary:
+		ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case o.status == http.StatusNoContent && mounted:
+		return "204", map[string]any{"description": "No content."}
+	case o.status == http.StatusNoContent:
+		return "204", map[string]any{"description": "Admitted: the prompt is durable and its run will start."}
+	case o.status >= 400:
+		return strconv.Itoa(o.status), errResp
+	case o.resp != nil:
+		ok["content"] = map[string]any{"application/json": map[string]any{"schema": set.Of(o.resp)}}
+	}
+	return "200", ok
 }
 
 func operationID(method, pattern string) string {
