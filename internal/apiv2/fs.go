@@ -28,6 +28,9 @@ func (a *API) fsRead(w http.ResponseWriter, r *http.Request) *apiError {
 	h.Set("Content-Type", mt)
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("X-Content-Type-Options", "nosniff")
+	// A workspace's HTML or SVG opened in a browser must not run as the
+	// server's own page (its origin passes the API's origin checks).
+	h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	return nil

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // node is one agentd for a test, spoken to through both APIs.
 type node struct {
-	t   *testing.T
+	t   testing.TB
 	app *app.App
 	cfg app.Config
 	url string
@@ -36,7 +36,7 @@ type option func(*app.Config)
 
 // startNode starts agentd on a fresh database with the offline scripted
 // model; bash is allowed (as an operator allows it), questions on.
-func startNode(t *testing.T, opts ...option) *node {
+func startNode(t testing.TB, opts ...option) *node {
 	t.Helper()
 	models := llm.NewRegistry()
 	models.Add(scripted.ProviderID, &scripted.Model{Second: 20 * time.Millisecond}, nil)
@@ -52,7 +52,7 @@ func startNode(t *testing.T, opts ...option) *node {
 	return startWith(t, cfg)
 }
 
-func startWith(t *testing.T, cfg app.Config) *node {
+func startWith(t testing.TB, cfg app.Config) *node {
 	t.Helper()
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
@@ -81,7 +81,7 @@ type answer struct {
 	header http.Header
 }
 
-func (a answer) decode(t *testing.T, v any) {
+func (a answer) decode(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(a.body, v); err != nil {
 		t.Fatalf("decode %s: %v", a.body, err)

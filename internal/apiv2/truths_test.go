@@ -315,3 +315,25 @@ func TestPromptIdempotent(t *testing.T) {
 		t.Errorf("another session's message id: %d %s, want 409", a.status, a.body)
 	}
 }
+
+// TestReadFileCannotRunAsTheServer: a workspace's HTML read through
+// /api/fs/read comes with a sandboxing policy, so that a browser shown it
+// does not run its scripts as a page of the server's origin.
+func TestReadFileCannotRunAsTheServer(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	if err := writeFile(n.cfg.Directory+"/page.html", "<script>fetch('/api/session')</script>"); err != nil {
+		t.Fatal(err)
+	}
+	a := n.must(200, "GET", "/api/fs/read/page.html", nil)
+	if csp := a.header.Get("Content-Security-Policy"); !strings.Contains(csp, "sandbox") || !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+	if string(a.body) != "<script>fetch('/api/session')</script>" {
+		t.Errorf("body = %q", a.body)
+	}
+	n.must(404, "GET", "/api/fs/read/missing.txt", nil)
+	if a := n.do("GET", "/api/fs/read/..%2f..%2fetc%2fpasswd", nil); a.status < 400 {
+		t.Errorf("a path out of the directory answered %d", a.status)
+	}
+}
