@@ -16,6 +16,9 @@ func (t *translator) messageUpdated(ev core.Event) []derived {
 		return nil
 	}
 	m := p.Info
+	if len(t.steps) >= seenMax {
+		t.steps = map[string]stepInfo{}
+	}
 	if m.Role == core.RoleUser {
 		t.steps[m.ID] = stepInfo{user: true}
 		if !t.prompted.add(m.ID) {
@@ -36,9 +39,6 @@ func (t *translator) messageUpdated(ev core.Event) []derived {
 		return nil
 	}
 	t.steps[m.ID] = stepInfo{agent: agentOf(m), model: modelRef{ID: m.ModelID, ProviderID: m.ProviderID}}
-	if len(t.steps) > seenMax {
-		t.steps = map[string]stepInfo{}
-	}
 	if m.Error != nil && m.Completed != 0 && t.failed.add(m.ID) {
 		return []derived{{"session.next.step.failed", with(base(ev), "assistantMessageID", m.ID, "error", unknownOf(m.Error))}}
 	}
@@ -63,6 +63,9 @@ func (t *translator) step(sessionID, messageID string) (stepInfo, bool) {
 		return stepInfo{}, false
 	}
 	s := stepInfo{user: m.Info.Role == core.RoleUser, agent: agentOf(m.Info), model: modelRef{ID: m.Info.ModelID, ProviderID: m.Info.ProviderID}}
+	if len(t.steps) >= seenMax {
+		t.steps = map[string]stepInfo{}
+	}
 	t.steps[messageID] = s
 	return s, true
 }

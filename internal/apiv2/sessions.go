@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,7 +101,11 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	sq := store.SessionQuery{}
 	if d := q.Get("directory"); d != "" {
-		sq.Directory = d
+		// Sessions keep their directory as resolved at creation.
+		sq.Directory = filepath.Clean(d)
+		if real, err := filepath.EvalSymlinks(d); err == nil {
+			sq.Directory = real
+		}
 	}
 	search := strings.ToLower(q.Get("search"))
 	keep := func(s core.Session) bool { return search == "" || strings.Contains(strings.ToLower(s.Title), search) }
