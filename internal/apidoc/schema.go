@@ -233,10 +233,53 @@ func nullable(t reflect.Type) bool {
 // componentName names a type's component: its Go name, capitalized,
 // without a "JSON" suffix (the wire shape of an unexported type).
 func componentName(name string) string {
+	if i := strings.IndexByte(name, '['); i > 0 && strings.HasSuffix(name, "]") {
+		// A generic type's instance: its name, then its arguments'.
+		var sb strings.Builder
+		sb.WriteString(componentName(name[:i]))
+		for _, arg := range strings.Split(name[i+1:len(name)-1], ",") {
+			sb.WriteString(typeArgName(arg))
+		}
+		return sb.String()
+	}
 	if n := strings.TrimSuffix(name, "JSON"); n != "" {
 		name = n
 	}
 	return strings.ToUpper(name[:1]) + name[1:]
+}
+
+// typeArgName names a generic type's argument in its instance's
+// component name: the type's own name (its package path dropped), with
+// List for a slice and Map for a map, and nothing a JSON pointer could
+// not hold.
+func typeArgName(arg string) string {
+	suffix := ""
+	for {
+		switch {
+		case strings.HasPrefix(arg, "[]"):
+			arg, suffix = arg[2:], "List"+suffix
+			continue
+		case strings.HasPrefix(arg, "map["):
+			if j := strings.IndexByte(arg, ']'); j > 0 {
+				arg, suffix = arg[j+1:], "Map"+suffix
+				continue
+			}
+		}
+		break
+	}
+	if i := strings.LastIndexAny(arg, "./"); i >= 0 {
+		arg = arg[i+1:]
+	}
+	arg = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, arg)
+	if arg == "" {
+		return suffix
+	}
+	return componentName(arg) + suffix
 }
 
 func pkgName(t reflect.Type) string {

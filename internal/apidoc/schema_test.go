@@ -78,3 +78,27 @@ func TestSchemas(t *testing.T) {
 		t.Errorf("request (-want +got):\n%s", d)
 	}
 }
+
+type boxOf[T any] struct {
+	Data T `json:"data"`
+}
+
+// TestGenericComponentNames: an instance of a generic type is a component
+// named by the type and its arguments, a name a JSON pointer can hold (Go
+// names the instance with its argument's package path).
+func TestGenericComponentNames(t *testing.T) {
+	s := NewSet()
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{boxOf[[]inner]{}, "BoxOfInnerList"},
+		{boxOf[map[string]Tree]{}, "BoxOfTreeMap"},
+		{boxOf[inner]{}, "BoxOfInner"},
+		{boxOf[[]struct{}]{}, "BoxOfStructList"},
+	} {
+		if got := s.Of(tc.v)["$ref"]; got != "#/components/schemas/"+tc.want {
+			t.Errorf("%T: $ref %v, want %s", tc.v, got, tc.want)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/credential"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
@@ -74,6 +75,8 @@ type Config struct {
 	// Catalog describes the models and configuration to opencode's
 	// clients; nil means one built from an empty configuration.
 	Catalog *server.Catalog
+	// Credentials keeps the keys clients give (PUT /auth/{id}); nil: CredentialsFile's.
+	Credentials *credential.Store
 	// TLSCert and TLSKey, when set, serve HTTPS.
 	TLSCert, TLSKey string
 	// Commands are the configuration's custom commands; CommandDirs the
@@ -285,6 +288,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
 	})
+	mountV2(api, st, eng, hub, cfg, commands, skills)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		terms.Stop()

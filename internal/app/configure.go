@@ -21,7 +21,11 @@ import (
 // small model, the engine's budgets and what clients are told of them. dir resolves the file's
 // relative references ({file:…} prompts).
 func (c *Config) Apply(f config.File, dir string) error {
-	models, def, err := f.Build()
+	keys, err := c.credentialKeys()
+	if err != nil {
+		return err
+	}
+	models, def, err := f.BuildWith(keys)
 	if err != nil {
 		return err
 	}

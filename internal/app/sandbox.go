@@ -53,8 +53,8 @@ func sameFile(a, b string) bool {
 // database, its companions and its directory, the saved tool output of
 // every session (each call is granted its own session's), agentd's
 // configuration directory and every configuration file read (but the
-// project's own, which is the workspace's), the snapshot stores, and the
-// TLS key.
+// project's own, which is the workspace's), the snapshot stores, the
+// credential file and the TLS key.
 func startSandbox(cfg Config) (*sandbox.Sandbox, string, error) {
 	sc := cfg.Sandbox
 	sc.Hidden = append(serverPaths(cfg), sc.Hidden...)
@@ -108,6 +108,11 @@ func serverPaths(cfg Config) []string {
 			continue // the project's own, in its workspace
 		}
 		out = append(out, abs)
+	}
+	if cfg.DBPath != "" {
+		if abs, err := filepath.Abs(CredentialsFile(cfg.DBPath)); err == nil {
+			out = append(out, abs)
+		}
 	}
 	if cfg.TLSKey != "" {
 		if abs, err := filepath.Abs(cfg.TLSKey); err == nil {

@@ -21,3 +21,16 @@ func TestServerPathsHideSnapshots(t *testing.T) {
 		t.Errorf("serverPaths = %q, want it to hold the snapshot root %s", got, dir)
 	}
 }
+
+// TestServerPathsHideCredentials: the credential file is among the paths
+// commands may not read, for a SQLite node (beside its database) and a
+// PostgreSQL one (in agentd's configuration directory).
+func TestServerPathsHideCredentials(t *testing.T) {
+	t.Parallel()
+	for _, db := range []string{"/var/lib/agentd/agentd.db", "postgres://127.0.0.1/agentd"} {
+		cfg := Config{DBPath: db}
+		if got := serverPaths(cfg); !slices.Contains(got, CredentialsFile(db)) {
+			t.Errorf("%s: serverPaths = %q, want it to hold %s", db, got, CredentialsFile(db))
+		}
+	}
+}

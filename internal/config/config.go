@@ -535,11 +535,17 @@ func (f File) Providers() map[string]Provider {
 
 // Build turns the configuration into a model registry and the default
 // model. With no provider configured the default is agentd/scripted.
-func (f File) Build() (*llm.Registry, core.ModelRef, error) {
+func (f File) Build() (*llm.Registry, core.ModelRef, error) { return f.BuildWith(nil) }
+
+// BuildWith is Build with the keys clients stored (package credential):
+// a provider configured without a key (and without one in its stock
+// environment variable) asks keys for its key at each request, so that a
+// key stored while the server runs is used at once. keys may be nil.
+func (f File) BuildWith(keys func(providerID string) string) (*llm.Registry, core.ModelRef, error) {
 	reg := llm.NewRegistry()
 	reg.Add(scripted.ProviderID, &scripted.Model{}, nil)
 	for id, p := range f.Providers() {
-		prov, err := p.provider(id)
+		prov, err := p.provider(id, keys)
 		if err != nil {
 			return nil, core.ModelRef{}, err
 		}
@@ -566,7 +572,7 @@ func (f File) Build() (*llm.Registry, core.ModelRef, error) {
 	return reg, def, nil
 }
 
-func (p Provider) provider(id string) (llm.Provider, error) {
+func (p Provider) provider(id string, keys func(string) string) (llm.Provider, error) {
 	timeout := time.Duration(0)
 	if len(p.Options.Timeout) > 0 && string(p.Options.Timeout) != "false" {
 		var ms float64
@@ -584,5 +590,13 @@ func (p Provider) provider(id string) (llm.Provider, error) {
 		// The stock provider's key, as opencode reads it.
 		key = os.Getenv(kind.KeyEnv)
 	}
-	return kind.New(Conn{BaseURL: p.Options.BaseURL, APIKey: key, Headers: p.Options.Headers, Timeout: timeout}), nil
+	conn := Conn{BaseURL: p.Options.BaseURL, APIKey: key, Headers: p.Options.Headers, Timeout: timeout}
+	if key == "" && keys != nil {
+		return &keyed{id: id, keys: keys, build: func(key string) llm.Provider {
+			c := conn
+			c.APIKey = key
+			return kind.New(c)
+		}}, nil
+	}
+	return kind.New(conn), nil
 }

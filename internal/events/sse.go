@@ -58,6 +58,21 @@ type StreamOptions struct {
 	// Wrap, when set, turns each event into the JSON value sent (used by
 	// /global/event).
 	Wrap func(ev core.Event) any
+	// Translate, when set, turns each event into the frames sent in its
+	// place (none, one or several: another dialect's events, see package
+	// apiv2). A durable event's seq goes on the id line of its last
+	// frame, so that a client cut off between two frames of one event
+	// resumes before it, never past the frames it missed.
+	Translate func(ev core.Event) []Frame
+}
+
+// Frame is one SSE frame a Translate function makes: the event line
+// (none when Event is empty) and the JSON of Data on the data line; or,
+// with Comment set, a comment line that clients ignore (a heartbeat).
+type Frame struct {
+	Event   string
+	Data    any
+	Comment string
 }
 
 const readBatch = 512
@@ -95,7 +110,7 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 	hdr.Set("X-Agentd-Seq", strconv.FormatInt(last, 10))
 	w.WriteHeader(http.StatusOK)
 
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, timeout: opts.WriteTimeout, sent: &h.delivered}
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, translate: opts.Translate, timeout: opts.WriteTimeout, sent: &h.delivered}
 	sw.live(core.MustEvent("", core.EventServerConnected, struct{}{}))
 
 	if opts.LiveWindow <= 0 {
@@ -183,11 +198,12 @@ type GapProps struct {
 }
 
 type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	wrap    func(core.Event) any
-	timeout time.Duration
-	buf     bytes.Buffer
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	wrap      func(core.Event) any
+	translate func(core.Event) []Frame
+	timeout   time.Duration
+	buf       bytes.Buffer
 	// n counts the events in buf; sent, the hub's count of events its
 	// streams sent, takes them once they are written.
 	n    int64
@@ -195,6 +211,10 @@ type sseWriter struct {
 }
 
 func (s *sseWriter) durable(ev core.Event) {
+	if s.translate != nil {
+		s.frames(s.translate(ev), strconv.FormatInt(ev.Seq, 10))
+		return
+	}
 	s.buf.WriteString("id: ")
 	s.buf.WriteString(strconv.FormatInt(ev.Seq, 10))
 	s.buf.WriteByte('\n')
@@ -205,7 +225,36 @@ func (s *sseWriter) live(ev core.Event) {
 	if ev.ID == "" {
 		ev.ID = core.NewID(core.PrefixEvent, false)
 	}
+	if s.translate != nil {
+		s.frames(s.translate(ev), "")
+		return
+	}
 	s.data(ev)
+}
+
+// frames writes a translated event's frames, id (when set) on the last.
+func (s *sseWriter) frames(fs []Frame, id string) {
+	for i, f := range fs {
+		if f.Comment != "" {
+			s.buf.WriteString(": " + f.Comment + "\n\n")
+			continue
+		}
+		if id != "" && i == len(fs)-1 {
+			s.buf.WriteString("id: " + id + "\n")
+		}
+		if f.Event != "" {
+			s.buf.WriteString("event: " + f.Event + "\n")
+		}
+		b, err := json.Marshal(f.Data)
+		if err != nil {
+			// As in data: a bug, surfaced rather than crashing the stream.
+			b, _ = json.Marshal(map[string]string{"type": "server.error", "message": err.Error()})
+		}
+		s.buf.WriteString("data: ")
+		s.buf.Write(b)
+		s.buf.WriteString("\n\n")
+		s.n++
+	}
 }
 
 func (s *sseWriter) data(ev core.Event) {

@@ -1,7 +1,5 @@
 package server
 
-import "github.com/agentd/agentd/internal/workspace"
-
 // The answers of the routes whose shape is the server's own, named so
 // that the API document (openapi.go) describes exactly what is written.
 
@@ -66,30 +64,6 @@ type projectTime struct {
 type vcsJSON struct {
 	Branch        string `json:"branch,omitempty"`
 	DefaultBranch string `json:"default_branch,omitempty"`
-}
-
-// locationJSON is opencode's LocationInfo of a directory.
-type locationJSON struct {
-	Directory string          `json:"directory"`
-	Project   locationProject `json:"project"`
-}
-
-type locationProject struct {
-	ID        string `json:"id"`
-	Directory string `json:"directory"`
-}
-
-// entriesJSON is the answer of opencode's next API's file routes.
-type entriesJSON struct {
-	Location locationJSON      `json:"location"`
-	Data     []workspace.Entry `json:"data"`
-}
-
-// emptyListJSON is the answer of opencode's next API's routes agentd has
-// no items for.
-type emptyListJSON struct {
-	Location locationJSON `json:"location"`
-	Data     []struct{}   `json:"data"`
 }
 
 // consoleJSON is GET /experimental/console's answer.

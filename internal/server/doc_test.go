@@ -210,10 +210,12 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /experimental/worktree/reset":                         {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"DELETE /experimental/worktree":                             {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"POST /experimental/control-plane/move-session":             {body: `{"sessionID":"` + mover + `","destination":{"directory":"` + filepath.Join(dir, "sub") + `"}}`},
-		"POST /pty":        {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
-		"PUT /pty/{ptyID}": {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
-		"GET /vcs/diff":    {path: "/vcs/diff?mode=git"},
-		"POST /vcs/apply":  {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
+		"POST /pty":                 {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
+		"PUT /pty/{ptyID}":          {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
+		"GET /vcs/diff":             {path: "/vcs/diff?mode=git"},
+		"POST /vcs/apply":           {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
+		"PUT /auth/{providerID}":    {path: "/auth/agentd", body: `{"type":"api","key":"sk-doc"}`},
+		"DELETE /auth/{providerID}": {path: "/auth/agentd"},
 	}
 	type route struct{ method, pattern string }
 	var routes []route
@@ -236,6 +238,11 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	}
 	sort.Slice(routes, func(i, j int) bool { return order(routes[i]) < order(routes[j]) })
 	for _, rt := range routes {
+		if strings.HasPrefix(rt.pattern, "/api/") {
+			// opencode 2's routes: package apiv2's TestDocDescribesV2
+			// judges them by this document.
+			continue
+		}
 		key := rt.method + " " + rt.pattern
 		rc := recipes[key]
 		path := rc.path

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -181,36 +182,6 @@ func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// fsFind is the TUI's @ completion (opencode's next API).
-func (s *Server) fsFind(w http.ResponseWriter, r *http.Request) *apiError {
-	entries, e := s.searchFiles(r, 50)
-	if e != nil {
-		return e
-	}
-	dir, _ := s.fileDir(r)
-	writeJSON(w, http.StatusOK, entriesJSON{Location: location(dir), Data: entries})
-	return nil
-}
-
-// fsList lists a folder (opencode's next API).
-func (s *Server) fsList(w http.ResponseWriter, r *http.Request) *apiError {
-	dir, e := s.fileDir(r)
-	if e != nil {
-		return e
-	}
-	p := r.URL.Query().Get("path")
-	nodes, err := workspace.List(dir, p, s.readRules(dir).denied)
-	if err != nil {
-		return fileErr(err, p)
-	}
-	data := make([]workspace.Entry, len(nodes))
-	for i, n := range nodes {
-		data[i] = workspace.Entry{Path: n.Path, Type: n.Type}
-	}
-	writeJSON(w, http.StatusOK, entriesJSON{Location: location(dir), Data: data})
-	return nil
-}
-
 // searchFiles is the fuzzy search of both routes: files and folders
 // (?type= keeps one kind; ?dirs=false files only), at most ?limit=
 // (default defaultLimit), what the read rules deny left out.
@@ -228,15 +199,21 @@ func (s *Server) searchFiles(r *http.Request, defaultLimit int) ([]workspace.Ent
 	if typ != "" && typ != workspace.TypeFile && typ != workspace.TypeDir {
 		return nil, badRequest("type: %q is not file or directory", typ)
 	}
-	if typ == "" && q.Get("dirs") == "false" {
-		// opencode's: folders too, unless dirs=false.
-		typ = workspace.TypeFile
-	}
-	entries, err := workspace.Files(r.Context(), dir, q.Get("query"), typ, limit, s.hiddenIn(dir))
+	entries, err := s.findEntries(r.Context(), dir, q.Get("query"), q.Get("dirs") != "false", typ, limit)
 	if err != nil {
 		return nil, fileErr(err, dir)
 	}
 	return entries, nil
+}
+
+// findEntries is a fuzzy search of dir (a real path), without what the
+// operator's rules deny to read: folders too when dirs is set, one kind
+// when typ names it (opencode's @ completion, in both APIs).
+func (s *Server) findEntries(ctx context.Context, dir, query string, dirs bool, typ string, limit int) ([]workspace.Entry, error) {
+	if typ == "" && !dirs {
+		typ = workspace.TypeFile
+	}
+	return workspace.Files(ctx, dir, query, typ, limit, s.hiddenIn(dir))
 }
 
 func (s *Server) findText(w http.ResponseWriter, r *http.Request) *apiError {
@@ -270,9 +247,4 @@ func (s *Server) findSymbol(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	writeJSON(w, http.StatusOK, []struct{}{})
 	return nil
-}
-
-// location is opencode's LocationInfo of a directory.
-func location(dir string) locationJSON {
-	return locationJSON{Directory: dir, Project: locationProject{ID: "global", Directory: worktree(dir)}}
 }

@@ -344,27 +344,6 @@ func (s *Server) listChildren(w http.ResponseWriter, r *http.Request) *apiError 
 	}, false, nil)
 }
 
-// apiLocation answers opencode's /api routes (its next API, which agentd
-// does not implement) with the request's location and no items.
-func (s *Server) apiLocation(list bool) func(w http.ResponseWriter, r *http.Request) *apiError {
-	return func(w http.ResponseWriter, r *http.Request) *apiError {
-		dir := r.URL.Query().Get("location[directory]")
-		if dir == "" {
-			var e *apiError
-			if dir, e = s.directory(r); e != nil {
-				return e
-			}
-		}
-		loc := location(dir)
-		if !list {
-			writeJSON(w, http.StatusOK, loc)
-			return nil
-		}
-		writeJSON(w, http.StatusOK, emptyListJSON{Location: loc, Data: []struct{}{}})
-		return nil
-	}
-}
-
 // dirCache remembers the directory of sessions, for /global/event, which
 // tells each event's directory.
 type dirCache struct {

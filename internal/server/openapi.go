@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd/internal/apidoc"
@@ -30,9 +31,10 @@ type op struct {
 	// stream marks an event stream (text/event-stream of events); global
 	// streams wrap each event with its session's directory.
 	stream, global bool
-	// text marks a text answer: text/plain, or mime when set.
-	text bool
-	mime string
+	// text marks a text answer (text/plain, or mime when set); binary an
+	// application/octet-stream one.
+	text, binary bool
+	mime         string
 }
 
 // param is a query parameter.
@@ -44,9 +46,9 @@ var (
 	qLimit     = param{"limit", "integer", "at most this many items"}
 	qDirectory = param{"directory", "string", "the workspace (or the x-opencode-directory header); default the server's"}
 	qPath      = param{"path", "string", "a path inside the directory"}
-	qLocation  = param{"location[directory]", "string", "the directory (opencode's next API)"}
 	qQuery     = param{"query", "string", "what to match, fuzzily"}
 	qCursor    = param{"after", "integer", "replay the durable events after this seq (or the Last-Event-ID header)"}
+	qLocation  = param{"location[directory]", "string", "the directory (opencode's next API)"}
 )
 
 // ops documents the routes, by "METHOD pattern"; TestOpenAPIMatchesRoutes
@@ -119,16 +121,6 @@ var ops = map[string]op{
 	"GET /file":                                     {resp: []workspace.Node{}, query: []param{qPath}},
 	"GET /file/content":                             {resp: workspace.Content{}, query: []param{qPath}},
 	"GET /file/status":                              {resp: []workspace.Change{}},
-	"GET /api/fs/find":                              {resp: entriesJSON{}, query: []param{qLocation, qQuery, {"type", "string", "file or directory"}, qLimit}},
-	"GET /api/fs/list":                              {resp: entriesJSON{}, query: []param{qLocation, qPath}},
-	"GET /api/location":                             {resp: locationJSON{}, query: []param{qLocation}},
-	"GET /api/agent":                                {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/model":                                {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/provider":                             {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/integration":                          {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/reference":                            {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/command":                              {resp: emptyListJSON{}, query: []param{qLocation}},
-	"GET /api/skill":                                {resp: skillListJSON{}, query: []param{qLocation}},
 	"GET /doc":                                      {resp: map[string]any{}},
 	"GET /node":                                     {resp: nodeJSON{}},
 	"GET /metrics":                                  {text: true},
@@ -152,14 +144,14 @@ func (s *Server) OpenAPI() map[string]any {
 		"content": map[string]any{"application/json": map[string]any{"schema": errSchema}}}
 	paths := map[string]any{}
 	for _, rt := range s.routes {
-		item, _ := paths[rt.pattern].(map[string]any)
+		o, path, opID, tag := s.docOf(rt)
+		item, _ := paths[path].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
-			paths[rt.pattern] = item
+			paths[path] = item
 		}
-		o := ops[rt.method+" "+rt.pattern]
 		var params []any
-		for _, m := range pathParam.FindAllStringSubmatch(rt.pattern, -1) {
+		for _, m := range pathParam.FindAllStringSubmatch(path, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
 		query := o.query
@@ -174,36 +166,21 @@ func (s *Server) OpenAPI() map[string]any {
 			params = append(params, map[string]any{"name": "Last-Event-ID", "in": "header",
 				"description": "resume after this seq", "schema": map[string]any{"type": "string"}})
 		}
-		responses := map[string]any{"default": errResp}
-		status, ok := "200", map[string]any{"description": "OK"}
-		switch {
-		case o.stream:
-			ev := "#/components/schemas/Event"
-			if o.global {
-				ev = "#/components/schemas/GlobalEvent"
-			}
-			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"$ref": ev}}}
-		case o.text:
-			mime := "text/plain"
-			if o.mime != "" {
-				mime = o.mime
-			}
-			ok["content"] = map[string]any{mime: map[string]any{"schema": map[string]any{"type": "string"}}}
-		case o.status == http.StatusNoContent:
-			status, ok["description"] = "204", "Admitted: the prompt is durable and its run will start."
-		case o.status == http.StatusBadRequest:
-			status, ok = "400", errResp
-		case o.resp != nil:
-			ok["content"] = map[string]any{"application/json": map[string]any{"schema": set.Of(o.resp)}}
+		status, ok := o.success(set, errResp, opID != "")
+		responses := map[string]any{"default": errResp, status: ok}
+		if opID == "" {
+			opID = operationID(rt.method, rt.pattern)
 		}
-		responses[status] = ok
 		op := map[string]any{
 			"summary":     rt.summary,
-			"operationId": operationID(rt.method, rt.pattern),
+			"operationId": opID,
 			"responses":   responses,
 			"tags":        []string{"opencode"},
 		}
-		if rt.native {
+		switch {
+		case tag != "":
+			op["tags"] = []string{tag}
+		case rt.native:
 			op["tags"] = []string{"agentd"}
 		}
 		if len(params) > 0 {
@@ -222,6 +199,37 @@ func (s *Server) OpenAPI() map[string]any {
 		"paths":      paths,
 		"components": map[string]any{"schemas": set.Components()},
 	}
+}
+
+// success is an operation's success answer in the document, by its
+// status; mounted routes' 204s say nothing of prompts.
+func (o op) success(set *apidoc.Set, errResp map[string]any, mounted bool) (string, map[string]any) {
+	ok := map[string]any{"description": "OK"}
+	switch {
+	case o.stream:
+		ev := "#/components/schemas/Event"
+		if o.global {
+			ev = "#/components/schemas/GlobalEvent"
+		}
+		ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"$ref": ev}}}
+	case o.text:
+		mime := "text/plain"
+		if o.mime != "" {
+			mime = o.mime
+		}
+		ok["content"] = map[string]any{mime: map[string]any{"schema": map[string]any{"type": "string"}}}
+	case o.binary:
+		ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
+	case o.status == http.StatusNoContent && mounted:
+		return "204", map[string]any{"description": "No content."}
+	case o.status == http.StatusNoContent:
+		return "204", map[string]any{"description": "Admitted: the prompt is durable and its run will start."}
+	case o.status >= 400:
+		return strconv.Itoa(o.status), errResp
+	case o.resp != nil:
+		ok["content"] = map[string]any{"application/json": map[string]any{"schema": set.Of(o.resp)}}
+	}
+	return "200", ok
 }
 
 func operationID(method, pattern string) string {

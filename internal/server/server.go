@@ -23,8 +23,8 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
-	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/pty"
+	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/ui"
 	gitwt "github.com/agentd/agentd/internal/worktree"
@@ -97,6 +97,7 @@ type Server struct {
 	log *slog.Logger
 
 	routes  []route
+	mounts  map[string]Route // routes of other packages, by "METHOD pattern" (see Mount)
 	mux     *http.ServeMux
 	started time.Time
 	dirs    dirCache
@@ -204,16 +205,6 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/file", "The entries of a folder of the directory (?path=).", false, s.listFiles},
 		{"GET", "/file/content", "A file's content (?path=): text, or base64 for binary files.", false, s.fileContent},
 		{"GET", "/file/status", "What the project's git sees changed (added and removed lines per file).", false, s.fileStatus},
-		{"GET", "/api/fs/find", "Fuzzy file search (opencode's next API; the TUI's @ completion).", false, s.fsFind},
-		{"GET", "/api/fs/list", "A folder's entries (opencode's next API).", false, s.fsList},
-		{"GET", "/api/location", "The request's location (opencode's next API).", false, s.apiLocation(false)},
-		{"GET", "/api/agent", "opencode's next API: no items.", false, s.apiLocation(true)},
-		{"GET", "/api/model", "opencode's next API: no items.", false, s.apiLocation(true)},
-		{"GET", "/api/provider", "opencode's next API: no items.", false, s.apiLocation(true)},
-		{"GET", "/api/integration", "opencode's next API: no items.", false, s.apiLocation(true)},
-		{"GET", "/api/reference", "opencode's next API: no items.", false, s.apiLocation(true)},
-		{"GET", "/api/command", "opencode's next API: no items.", false, s.apiLocation(true)},
-		{"GET", "/api/skill", "Skills of the request's location (opencode's next API).", false, s.apiSkills},
 		{"GET", "/doc", "This OpenAPI document.", false, s.doc},
 		{"GET", "/node", "This node: its id, database kind, the run leases it holds and what confines the commands run for the model.", true, s.node},
 		{"GET", "/metrics", "Metrics in Prometheus text format: runs, model and tool calls, tokens, events, the store, the process.", true, s.metrics},

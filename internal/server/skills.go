@@ -31,29 +31,6 @@ func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// skillListJSON is GET /api/skill's answer.
-type skillListJSON struct {
-	Location locationJSON  `json:"location"`
-	Data     []skill.Skill `json:"data"`
-}
-
-// apiSkills answers opencode's next API's skill list for the request's
-// location.
-func (s *Server) apiSkills(w http.ResponseWriter, r *http.Request) *apiError {
-	dir := r.URL.Query().Get("location[directory]")
-	if dir == "" {
-		var e *apiError
-		if dir, e = s.directory(r); e != nil {
-			return e
-		}
-	} else if !filepath.IsAbs(dir) || strings.ContainsRune(dir, 0) {
-		return badRequest("location[directory]: %q must be an absolute path", dir)
-	}
-	dir = filepath.Clean(dir)
-	writeJSON(w, http.StatusOK, skillListJSON{Location: location(dir), Data: s.skillsOf(dir)})
-	return nil
-}
-
 // commandsFor returns the commands of dir and, under the names still
 // free, its skills as commands whose text is the skill's.
 func (s *Server) commandsFor(dir string) command.Set {

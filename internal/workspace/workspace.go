@@ -141,36 +141,11 @@ func hidden(dir, rel string, e fs.DirEntry, hide Hide) bool {
 // at most MaxContent bytes of it; ErrDenied when hide keeps the file it
 // really opened (a symlink's target, wherever its links lead).
 func Read(dir, p string, hide Hide) (Content, error) {
-	r, err := rel(dir, p)
-	if err != nil {
-		return Content{}, err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return Content{}, err
-	}
-	defer root.Close()
-	f, err := root.OpenFile(r, os.O_RDONLY|nonblock, 0)
+	f, r, err := openFile(dir, p, hide)
 	if err != nil {
 		return Content{}, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return Content{}, err
-	}
-	if !st.Mode().IsRegular() {
-		return Content{}, fmt.Errorf("%s is not a regular file", p)
-	}
-	if hide != nil {
-		real, err := openedRel(dir, r, f)
-		if err != nil {
-			return Content{}, err
-		}
-		if hide(real) {
-			return Content{}, ErrDenied
-		}
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxContent))
 	if err != nil {
 		return Content{}, err
@@ -197,3 +172,65 @@ func binary(data []byte) bool {
 	}
 	return !utf8.Valid(head[:max(0, len(head)-4)])
 }
+
+// openFile opens the regular file p (relative to dir, a real path) for
+// reading, and returns it with its path relative to dir; ErrDenied when
+// hide keeps the file it really opened (a symlink's target, wherever its
+// links lead).
+func openFile(dir, p string, hide Hide) (*os.File, string, error) {
+	r, err := rel(dir, p)
+	if err != nil {
+		return nil, "", err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	defer root.Close()
+	f, err := root.OpenFile(r, os.O_RDONLY|nonblock, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", p)
+	}
+	if err == nil && hide != nil {
+		var real string
+		if real, err = openedRel(dir, r, f); err == nil && hide(real) {
+			err = ErrDenied
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, "", err
+	}
+	return f, r, nil
+}
+
+// ReadBytes returns the bytes of the file p (relative to dir, a real
+// path), at most limit of them, and its media type (from its name, else
+// its content), under the same rules as Read; ErrTooLarge for a larger
+// file.
+func ReadBytes(dir, p string, hide Hide, limit int64) ([]byte, string, error) {
+	f, r, err := openFile(dir, p, hide)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if int64(len(data)) > limit {
+		return nil, "", fmt.Errorf("%s: %w (over %d bytes)", p, ErrTooLarge, limit)
+	}
+	mt := mime.TypeByExtension(filepath.Ext(r))
+	if mt == "" {
+		mt = http.DetectContentType(data)
+	}
+	return data, mt, nil
+}
+
+// ErrTooLarge is a file over the size a read allows.
+var ErrTooLarge = errors.New("file is too large")

@@ -69,6 +69,10 @@ func setup() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read opencode's OpenAPI document: %w", err)
 	}
+	// opencode 2's later schema, where agentd serves it (v2overlay_test.go).
+	if raw, err = overlayV2(raw); err != nil {
+		return 0, err
+	}
 	if doc, err = newOpenAPI(raw); err != nil {
 		return 0, err
 	}
@@ -173,8 +177,11 @@ type openAPI struct {
 	routes   []docRoute
 	compiler *jsonschema.Compiler
 	cache    map[string]*jsonschema.Schema
-	// eventTypes maps each event type of the Event union to its schema.
-	eventTypes map[string]string
+	// eventTypes maps each event type of the Event union to its schema;
+	// v2Types those of opencode 2's V2Event union, and durableTypes the
+	// types of its SessionDurableEvent union.
+	eventTypes, v2Types map[string]string
+	durableTypes        map[string]bool
 }
 
 type docRoute struct {
@@ -203,7 +210,8 @@ func newOpenAPI(raw []byte) (*openAPI, error) {
 	if err := c.AddResource(docURL, inst); err != nil {
 		return nil, err
 	}
-	o := &openAPI{paths: d.Paths, compiler: c, cache: map[string]*jsonschema.Schema{}, eventTypes: map[string]string{}}
+	o := &openAPI{paths: d.Paths, compiler: c, cache: map[string]*jsonschema.Schema{}, eventTypes: map[string]string{},
+		v2Types: map[string]string{}, durableTypes: map[string]bool{}}
 	for tmpl := range d.Paths {
 		pat := regexp.QuoteMeta(tmpl)
 		params := strings.Count(tmpl, "{")
@@ -211,16 +219,37 @@ func newOpenAPI(raw []byte) (*openAPI, error) {
 		pat = strings.ReplaceAll(pat, `/\*`, `/.*`)
 		o.routes = append(o.routes, docRoute{template: tmpl, re: regexp.MustCompile("^" + pat + "$"), params: params})
 	}
+	for union, into := range map[string]map[string]string{"Event": o.eventTypes, "V2Event": o.v2Types} {
+		if err := unionTypes(d.Components.Schemas, union, into); err != nil {
+			return nil, err
+		}
+	}
+	durable := map[string]string{}
+	if err := unionTypes(d.Components.Schemas, "SessionDurableEvent", durable); err != nil {
+		return nil, err
+	}
+	for typ := range durable {
+		o.durableTypes[typ] = true
+	}
+	return o, nil
+}
+
+// unionTypes maps each event type of an event union (anyOf or oneOf of
+// $refs) to its schema's name.
+func unionTypes(schemas map[string]json.RawMessage, name string, into map[string]string) error {
 	var union struct {
 		AnyOf []struct {
 			Ref string `json:"$ref"`
 		} `json:"anyOf"`
+		OneOf []struct {
+			Ref string `json:"$ref"`
+		} `json:"oneOf"`
 	}
-	if err := json.Unmarshal(d.Components.Schemas["Event"], &union); err != nil {
-		return nil, fmt.Errorf("Event union: %w", err)
+	if err := json.Unmarshal(schemas[name], &union); err != nil {
+		return fmt.Errorf("%s union: %w", name, err)
 	}
-	for _, r := range union.AnyOf {
-		name := strings.TrimPrefix(r.Ref, "#/components/schemas/")
+	for _, r := range append(union.AnyOf, union.OneOf...) {
+		ref := strings.TrimPrefix(r.Ref, "#/components/schemas/")
 		var ev struct {
 			Properties struct {
 				Type struct {
@@ -228,12 +257,12 @@ func newOpenAPI(raw []byte) (*openAPI, error) {
 				} `json:"type"`
 			} `json:"properties"`
 		}
-		if err := json.Unmarshal(d.Components.Schemas[name], &ev); err != nil || len(ev.Properties.Type.Enum) != 1 {
-			return nil, fmt.Errorf("event schema %s has no single type", name)
+		if err := json.Unmarshal(schemas[ref], &ev); err != nil || len(ev.Properties.Type.Enum) != 1 {
+			return fmt.Errorf("event schema %s has no single type", ref)
 		}
-		o.eventTypes[ev.Properties.Type.Enum[0]] = name
+		into[ev.Properties.Type.Enum[0]] = ref
 	}
-	return o, nil
+	return nil
 }
 
 // route returns the document's path template matching a request path (the
@@ -290,6 +319,21 @@ func (o *openAPI) responseSchema(template, method string, status int) (*jsonsche
 		return nil, nil
 	}
 	return o.schema("/paths/" + pointer(template) + "/" + strings.ToLower(method) + "/responses/" + code + "/content/application~1json/schema")
+}
+
+// binary reports whether a route's answer with the given status is
+// bytes (application/octet-stream) in the document.
+func (o *openAPI) binary(template, method string, status int) bool {
+	var op struct {
+		Responses map[string]struct {
+			Content map[string]json.RawMessage `json:"content"`
+		} `json:"responses"`
+	}
+	if json.Unmarshal(o.paths[template][strings.ToLower(method)], &op) != nil {
+		return false
+	}
+	_, ok := op.Responses[fmt.Sprint(status)].Content["application/octet-stream"]
+	return ok
 }
 
 // validate checks a JSON value against a schema and returns a readable

@@ -94,7 +94,7 @@ func TestREADMERoutes(t *testing.T) {
 	serves := map[string]bool{}
 	for p, item := range ours.Paths {
 		for m, op := range item {
-			if !slices.Contains(op.Tags, "opencode") {
+			if !slices.Contains(op.Tags, "opencode") && !slices.Contains(op.Tags, "opencode v2") {
 				continue
 			}
 			path := strings.NewReplacer("{id}", "ses_x", "{messageID}", "msg_x", "{requestID}", "per_x",

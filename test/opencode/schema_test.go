@@ -238,6 +238,12 @@ func TestSchema(t *testing.T) {
 	n.call(t, "GET", "/session/ses_doesnotexist/message", nil, nil)
 	n.call(t, "POST", sp+"/message", map[string]any{"parts": 5}, nil)
 	n.call(t, "GET", "/session?limit=abc", nil, nil)
+	// The credential store: the TUI's /connect with an API key.
+	if code := n.call(t, "PUT", "/auth/fake", map[string]string{"type": "api", "key": "sk-schema"}, nil); code != 200 {
+		t.Errorf("PUT /auth/fake: %d", code)
+	}
+	n.call(t, "PUT", "/auth/fake", map[string]any{"type": "oauth", "refresh": "r", "access": "a", "expires": 1}, nil)
+	n.call(t, "DELETE", "/auth/fake", nil, nil)
 	if code := n.call(t, "POST", "/instance/dispose", nil, nil); code != 200 {
 		t.Errorf("instance/dispose: %d", code)
 	}

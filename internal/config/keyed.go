@@ -1,0 +1,34 @@
+package config
+
+import (
+	"context"
+	"sync"
+
+	"github.com/agentd/agentd/internal/llm"
+)
+
+// keyed is a provider configured without a key: each request asks the
+// credential store for one and uses a client built with it, rebuilt when
+// the stored key changes (none stored: the client without a key, as
+// configured).
+type keyed struct {
+	id    string
+	keys  func(providerID string) string
+	build func(key string) llm.Provider
+
+	mu  sync.Mutex
+	key string
+	p   llm.Provider
+}
+
+// Stream implements llm.Provider.
+func (k *keyed) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) error {
+	key := k.keys(k.id)
+	k.mu.Lock()
+	if k.p == nil || key != k.key {
+		k.p, k.key = k.build(key), key
+	}
+	p := k.p
+	k.mu.Unlock()
+	return p.Stream(ctx, req, emit)
+}
