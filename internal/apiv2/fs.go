@@ -50,8 +50,8 @@ func (a *API) fsList(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// fsFind is the TUI's @ completion: files (with type=directory, folders)
-// whose path fuzzily matches the query.
+// fsFind is the TUI's @ completion: files and folders (type= keeps one
+// kind) whose path fuzzily matches the query.
 func (a *API) fsFind(w http.ResponseWriter, r *http.Request) *apiError {
 	dir, e := a.reqDir(r)
 	if e != nil {
@@ -62,11 +62,12 @@ func (a *API) fsFind(w http.ResponseWriter, r *http.Request) *apiError {
 	if typ != "" && typ != "file" && typ != "directory" {
 		return invalid("type: %q is not file or directory", typ)
 	}
-	limit, e := pageLimit(r, 100, 200)
+	// opencode's defaults: 50 entries, folders too unless dirs=false.
+	limit, e := pageLimit(r, 50, 200)
 	if e != nil {
 		return e
 	}
-	list, err := a.cfg.Files.Find(r.Context(), dir, q.Get("query"), typ == "directory" || q.Get("dirs") == "true", typ, limit)
+	list, err := a.cfg.Files.Find(r.Context(), dir, q.Get("query"), q.Get("dirs") != "false", typ, limit)
 	if err != nil {
 		return fileErr(err, dir)
 	}

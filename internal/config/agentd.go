@@ -1,0 +1,36 @@
+package config
+
+// The agentd block's settings that only the operator's files may set
+// (terminals, the sandbox) and where snapshots are kept.
+
+// Terminal is agentd.terminal. Enabled turns terminals on (a terminal is
+// a shell for whoever can reach the API, confined by the sandbox as the
+// model's commands are); Shell is the program a terminal runs when the
+// client names none (an absolute path; default the server's $SHELL, else
+// bash, else sh); Max bounds the terminals kept at once (default 16).
+type Terminal struct {
+	Enabled bool   `json:"enabled"`
+	Shell   string `json:"shell"`
+	Max     int    `json:"max"`
+}
+
+// SnapshotSettings place the snapshot stores: Dir (an absolute path) is
+// the folder that holds them, one git directory per workspace (default:
+// beside a SQLite database; under the user's data directory for a shared
+// PostgreSQL one, which the nodes of one machine share). Nodes on several
+// machines that serve one workspace name a folder they share.
+type SnapshotSettings struct {
+	Dir string `json:"dir"`
+}
+
+// Sandbox is agentd.sandbox. Mode is "auto" (the default: Landlock where
+// the kernel has it, a warning where not), "required" (no start without
+// it) or "off"; Network false denies commands TCP; Writable and Hidden
+// are absolute paths (or from ~/) every command may change, or may not
+// read.
+type Sandbox struct {
+	Mode     string   `json:"mode"`
+	Network  *bool    `json:"network"`
+	Writable []string `json:"writable"`
+	Hidden   []string `json:"hidden"`
+}
