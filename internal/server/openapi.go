@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd/internal/apidoc"
@@ -180,10 +181,13 @@ func (s *Server) OpenAPI() map[string]any {
 			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"$ref": ev}}}
 		case o.text:
 			ok["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}
-		case o.status == http.StatusNoContent:
+		case o.status == http.StatusNoContent && strings.HasSuffix(rt.pattern, "prompt_async"):
 			status, ok["description"] = "204", "Admitted: the prompt is durable and its run will start."
-		case o.status == http.StatusBadRequest:
-			status, ok = "400", errResp
+		case o.status == http.StatusNoContent:
+			status, ok["description"] = "204", "Done: no content."
+		case o.status >= http.StatusBadRequest:
+			// A refusal: the route always answers this error.
+			status, ok = strconv.Itoa(o.status), errResp
 		case o.resp != nil:
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": set.Of(o.resp)}}
 		}
