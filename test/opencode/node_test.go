@@ -76,6 +76,9 @@ func startNode(t *testing.T, extra string) *node {
 		t.Fatal(err)
 	}
 	cfg.MCP = f.MCP
+	if f.Agentd.MCP != nil {
+		cfg.MCPAdd = f.Agentd.MCP.Add
+	}
 	cfg.Engine.Questions = f.Agentd.Questions
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
