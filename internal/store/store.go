@@ -86,12 +86,11 @@ type Reader interface {
 	// ones it wrote).
 	MessageSeqs(ctx context.Context, sessionID string, after int64) ([]MessageSeq, error)
 	// MessageIntact reports whether a message of the session is live, its
-	// parts included, and the history through it as it was when a message
-	// after it first existed: false once a revert retired it or any of its
-	// parts, or once a message or part at or before it was deleted or
-	// changed (RetireMessage, RetirePart, KeepPart) while a message after
-	// it existed. A view of the history through the message taken when a
-	// message after it existed is still true exactly then.
+	// parts included, and the history through it unchanged since it was
+	// written: false once a revert retired it or any of its parts, or once
+	// a message or part at or before it was deleted or changed
+	// (RetireMessage, RetirePart, KeepPart) after it was written. A view
+	// of the history through the message may be kept while it is true.
 	MessageIntact(ctx context.Context, sessionID, messageID string) (bool, error)
 	// RunMessages lists the infos (without parts) of the messages tied to a
 	// run, oldest first: its user messages and its assistant messages.

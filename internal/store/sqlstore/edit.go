@@ -15,8 +15,9 @@ import (
 // client changed, stay as tombstones marked "delete@N" or "edit@N", where
 // N is the highest message position of the session when it happened. A
 // view of the history through message M (the engine keeps one per
-// session) was taken before the change exactly when N is past M's
-// position: MessageIntact tells it.
+// session, taken while M existed) may predate a change at or before M
+// when M existed at the change, that is when N is at or past M's
+// position: MessageIntact then says the view is stale.
 
 const (
 	markDelete = "delete@"
@@ -104,7 +105,7 @@ func (t *Tx) KeepPart(ctx context.Context, sessionID, messageID, partID, copyID 
 }
 
 // editedBefore reports whether a message or part at or before position
-// seq of the session was deleted or changed once a message past seq
+// seq of the session was deleted or changed while the message at seq
 // existed.
 func (r Reader) editedBefore(ctx context.Context, sessionID string, seq int64) (bool, error) {
 	rows, err := r.query(ctx, `SELECT retired FROM messages WHERE session_id = ? AND seq <= ? AND retired LIKE 'delete@%'
@@ -121,7 +122,7 @@ func (r Reader) editedBefore(ctx context.Context, sessionID string, seq int64) (
 			return false, fmt.Errorf("read the session's edits: %w", err)
 		}
 		_, n, _ := strings.Cut(mark, "@")
-		if top, err := strconv.ParseInt(n, 10, 64); err != nil || top > seq {
+		if top, err := strconv.ParseInt(n, 10, 64); err != nil || top >= seq {
 			return true, nil
 		}
 	}
