@@ -1,0 +1,35 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLogWindow: at most max lines a second; the next second starts anew.
+func TestLogWindow(t *testing.T) {
+	var w window
+	t0 := time.Unix(1000, 0)
+	for i := range 3 {
+		if !w.allow(t0.Add(time.Duration(i)*time.Millisecond), 3) {
+			t.Fatalf("line %d refused", i)
+		}
+	}
+	if w.allow(t0.Add(900*time.Millisecond), 3) {
+		t.Fatal("a fourth line in the same second was allowed")
+	}
+	if !w.allow(t0.Add(1100*time.Millisecond), 3) {
+		t.Fatal("a line of the next second was refused")
+	}
+}
+
+// TestClip: a long string is cut on a rune boundary and says how much.
+func TestClip(t *testing.T) {
+	if clip("short", 10) != "short" {
+		t.Error("a short string changed")
+	}
+	got := clip(strings.Repeat("é", 10), 5) // 2 bytes each: cut at 4
+	if !strings.HasPrefix(got, "éé…") || !strings.Contains(got, "(16 bytes cut)") {
+		t.Errorf("clip = %q", got)
+	}
+}
