@@ -1,9 +1,14 @@
 package server
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/tuictl"
 )
 
 // TestLogWindow: at most max lines a second; the next second starts anew.
@@ -31,5 +36,20 @@ func TestClip(t *testing.T) {
 	got := clip(strings.Repeat("é", 10), 5) // 2 bytes each: cut at 4
 	if !strings.HasPrefix(got, "éé…") || !strings.Contains(got, "(16 bytes cut)") {
 		t.Errorf("clip = %q", got)
+	}
+}
+
+// TestTUIPollEndsWithItsContext: a poller waiting for a TUI request is
+// answered once its request's context ends (the server's base context is
+// cancelled first when it stops), so it never holds a shutdown.
+func TestTUIPollEndsWithItsContext(t *testing.T) {
+	s := &Server{tui: tuictl.New(0, 0, nil)}
+	ctx, cancel := context.WithCancel(t.Context())
+	r := httptest.NewRequestWithContext(ctx, "GET", "/tui/control/next", nil)
+	done := make(chan *apiError, 1)
+	go func() { done <- s.tuiControlNext(httptest.NewRecorder(), r) }()
+	cancel()
+	if e := <-done; e == nil || e.status != http.StatusServiceUnavailable {
+		t.Fatalf("a poll whose request ended: %+v, want 503", e)
 	}
 }

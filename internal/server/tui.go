@@ -235,11 +235,14 @@ func (s *Server) tuiControlNext(w http.ResponseWriter, r *http.Request) *apiErro
 	// The answer may come long after the request: no write deadline.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	req, err := s.tui.Next(ctx)
-	if err != nil {
-		if r.Context().Err() == nil {
-			w.WriteHeader(http.StatusNoContent)
-		}
+	switch {
+	case err != nil && r.Context().Err() == nil:
+		w.WriteHeader(http.StatusNoContent)
 		return nil
+	case err != nil:
+		// The client went away (nothing reads this) or the server is
+		// stopping.
+		return &apiError{status: http.StatusServiceUnavailable, name: "ServerClosingError", msg: "no TUI request came before the server stopped"}
 	}
 	writeJSON(w, http.StatusOK, req)
 	return nil
