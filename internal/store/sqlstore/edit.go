@@ -108,6 +108,8 @@ func (t *Tx) KeepPart(ctx context.Context, sessionID, messageID, partID, copyID 
 // seq of the session was deleted or changed while the message at seq
 // existed.
 func (r Reader) editedBefore(ctx context.Context, sessionID string, seq int64) (bool, error) {
+	// The LIKE terms are those of the partial indexes messages_edits and
+	// parts_edits, which the planner then uses.
 	rows, err := r.query(ctx, `SELECT retired FROM messages WHERE session_id = ? AND seq <= ? AND retired LIKE 'delete@%'
 		UNION ALL SELECT p.retired FROM parts p JOIN messages m ON m.id = p.message_id
 		WHERE p.session_id = ? AND m.seq <= ? AND (p.retired LIKE 'delete@%' OR p.retired LIKE 'edit@%')`,
