@@ -271,7 +271,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
-		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Tools: tools, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
+		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost,
 	})
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))

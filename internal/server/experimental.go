@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -110,16 +109,10 @@ type toolJSON struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// tools returns the node's tools by name: the built-in ones and those of
-// the connected MCP servers.
-func (s *Server) tools() []tool.Tool {
-	if s.cfg.Tools == nil {
-		return nil
-	}
-	all := s.cfg.Tools.All()
-	sort.Slice(all, func(i, j int) bool { return all[i].Name() < all[j].Name() })
-	return all
-}
+// tools returns the tools the node offers agents, by name: the built-in
+// ones, the engine's own (task, question), those of the connected MCP
+// servers.
+func (s *Server) tools() []tool.Tool { return s.eng.Tools() }
 
 // toolIDs answers the names of the tools a model may be offered.
 func (s *Server) toolIDs(w http.ResponseWriter, r *http.Request) *apiError {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -234,5 +235,33 @@ func TestMessageEditRefusals(t *testing.T) {
 	}
 	if r := call(t, "DELETE", a.URL()+"/session/ses_nope/message/"+user.Info.ID, "", nil); r.status != 404 {
 		t.Errorf("delete in an unknown session: %d", r.status)
+	}
+}
+
+// TestToolLists: the tools the node offers agents, the engine's own (task)
+// included, with their input schemas.
+func TestToolLists(t *testing.T) {
+	t.Parallel()
+	a := start(t, server.Security{LoopbackOnly: true})
+	var ids []string
+	json.Unmarshal(call(t, "GET", a.URL()+"/experimental/tool/ids", "", nil).body, &ids)
+	for _, want := range []string{"bash", "read", "task"} {
+		if !slices.Contains(ids, want) {
+			t.Errorf("tool ids %v lack %s", ids, want)
+		}
+	}
+	var list []struct {
+		ID          string         `json:"id"`
+		Description string         `json:"description"`
+		Parameters  map[string]any `json:"parameters"`
+	}
+	json.Unmarshal(call(t, "GET", a.URL()+"/experimental/tool?provider=x&model=y", "", nil).body, &list)
+	if len(list) != len(ids) {
+		t.Fatalf("%d tools listed, %d ids", len(list), len(ids))
+	}
+	for _, tl := range list {
+		if tl.Description == "" || tl.Parameters["type"] != "object" {
+			t.Errorf("tool %s: description %q, parameters %v", tl.ID, tl.Description, tl.Parameters)
+		}
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/store"
-	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/tuictl"
 	"github.com/agentd/agentd/internal/ui"
 	"go.opentelemetry.io/otel/trace"
@@ -58,8 +57,6 @@ type Config struct {
 	// MCPAdd is agentd.mcp.add: "remote" lets clients add remote MCP
 	// servers (POST /mcp); anything else refuses every add.
 	MCPAdd string
-	// Tools are the node's tools, for GET /experimental/tool (nil: none).
-	Tools interface{ All() []tool.Tool }
 	// Commands resolve the commands of a directory, for GET /command and
 	// POST /session/{id}/command (nil: the built-in ones only).
 	Commands *command.Catalog
