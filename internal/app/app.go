@@ -291,7 +291,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
 	})
-	mountV2(api, st, eng, hub, cfg, commands, skills)
+	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms))
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		terms.Stop()
