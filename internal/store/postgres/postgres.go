@@ -168,11 +168,13 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 		return err
 	}
 	sort.Strings(names)
+	newest := 0 // numbers are reserved per change, so they may skip
 	for _, name := range names {
 		n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
 		if err != nil {
 			return fmt.Errorf("migration %s: bad name", name)
 		}
+		newest = max(newest, n)
 		if n <= version {
 			continue
 		}
@@ -197,8 +199,8 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 		}
 		version = n
 	}
-	if version > len(names) {
-		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
+	if version > newest {
+		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, newest)
 	}
 	return nil
 }
@@ -213,17 +215,21 @@ func (s *Store) SetCommitHook(fn func([]core.Event)) {
 
 // Tx implements store.Store. Each call is its own PostgreSQL transaction
 // (read committed); transactions that touch the same session serialise on
-// its row (LockSession) and those that append events on the log's head,
-// which they take last, right before commit. Under a lease (WithLease) the
+// its row (LockSession); those that append events share no lock: their
+// events are numbered after they commit (tail.go), and Tx returns once
+// the commit hook has received them. Under a lease (WithLease) the
 // transaction first checks, and holds until commit, that the lease is
 // still this node's. A deadlock or serialisation failure is retried.
 func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		last, err := s.tx(ctx, fn)
+		appended, err := s.tx(ctx, fn)
 		if err == nil {
-			if last > 0 {
+			if appended {
+				// A tail cycle that starts from here on finds the events
+				// committed: it numbers them or sees them numbered.
+				cycle := s.tail.next()
 				s.wake()
-				return s.tail.wait(ctx, last)
+				return s.tail.wait(ctx, cycle)
 			}
 			return nil
 		}
@@ -234,34 +240,31 @@ func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
 	}
 }
 
-func (s *Store) tx(ctx context.Context, fn func(store.Tx) error) (int64, error) {
+func (s *Store) tx(ctx context.Context, fn func(store.Tx) error) (bool, error) {
 	if s.tail.closed() {
-		return 0, ErrClosed
+		return false, ErrClosed
 	}
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
+		return false, fmt.Errorf("begin: %w", err)
 	}
 	defer sqlTx.Rollback()
 	if l := store.LeaseFrom(ctx); l != nil {
 		if err := fence(ctx, sqlTx, l); err != nil {
-			return 0, err
+			return false, err
 		}
 	}
 	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
 	if err := runFn(fn, t); err != nil {
-		return 0, err
+		return false, err
 	}
 	if err := t.Seal(ctx); err != nil {
-		return 0, err
+		return false, err
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
+		return false, fmt.Errorf("commit: %w", err)
 	}
-	if n := len(t.Appended); n > 0 {
-		return t.Appended[n-1].Seq, nil
-	}
-	return 0, nil
+	return len(t.Appended) > 0, nil
 }
 
 // fence checks that the lease is held and unexpired, and keeps the run's
@@ -378,11 +381,10 @@ var dialect = &sqlstore.Dialect{
 		return errors.As(err, &pe) && pe.Code == "23505"
 	},
 	AppendEvents: func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
-		// Taking the head's row lock here, last in the transaction, makes
-		// seq dense and commit-ordered. Every event-writing transaction of
-		// the cluster queues on that lock, so one statement both takes it
-		// and inserts the events: it is held for a single round trip and
-		// the commit.
+		// The events wait in the inbox, under this transaction's id, until
+		// a sequencer pass numbers them after the commit (tail.go): no
+		// lock is shared with other transactions. Their seq is not known
+		// here; the commit hook receives them numbered.
 		n := len(evs)
 		sids, types, data := make([]string, n), make([]string, n), make([]string, n)
 		times := make([]int64, n)
@@ -390,19 +392,11 @@ var dialect = &sqlstore.Dialect{
 			ev := &evs[i]
 			sids[i], types[i], times[i], data[i] = ev.SessionID, ev.Type, ev.Time, string(ev.Properties)
 		}
-		var head int64
-		err := q.QueryRowContext(ctx, `WITH h AS (UPDATE event_head SET seq = seq + $1 RETURNING seq),
-			ins AS (INSERT INTO events (seq, session_id, type, time_ms, data)
-				SELECT h.seq - $1 + v.ord, v.sid, v.type, v.t, v.data
-				FROM h, unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY AS v(sid, type, t, data, ord))
-			SELECT seq FROM h`, n, sids, types, times, data).Scan(&head)
-		if err != nil {
-			return err
-		}
-		for i := range evs {
-			evs[i].Seq = head - int64(n) + int64(i) + 1
-		}
-		return nil
+		_, err := q.ExecContext(ctx, `INSERT INTO event_inbox (xid, ord, session_id, type, time_ms, data)
+			SELECT pg_current_xact_id(), v.ord, v.sid, v.type, v.t, v.data
+			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(sid, type, t, data, ord)`,
+			sids, types, times, data)
+		return err
 	},
 	LockSession: func(ctx context.Context, q sqlstore.Querier, id string) error {
 		var one int
