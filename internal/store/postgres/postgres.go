@@ -261,11 +261,19 @@ func (s *Store) tx(ctx context.Context, fn func(store.Tx) error) (bool, error) {
 	if err := t.Seal(ctx); err != nil {
 		return false, err
 	}
+	if beforeCommit != nil {
+		beforeCommit()
+	}
 	if err := sqlTx.Commit(); err != nil {
 		return false, fmt.Errorf("commit: %w", err)
 	}
 	return len(t.Appended) > 0, nil
 }
+
+// beforeCommit, set by tests only, runs between a transaction's last
+// statement and its commit: it lets transactions commit in another order
+// than the one they wrote their events in.
+var beforeCommit func()
 
 // fence checks that the lease is held and unexpired, and keeps the run's
 // row share-locked until commit so that no claim slips in between.

@@ -1,0 +1,5 @@
+package postgres
+
+// SetBeforeCommit sets the hook run between each transaction's last
+// statement and its commit; tests set it before opening any store.
+func SetBeforeCommit(fn func()) { beforeCommit = fn }
