@@ -1,7 +1,8 @@
 // Package postgres is the store driver for several nodes sharing one
 // PostgreSQL database. It shares its SQL with the SQLite driver
-// (sqlstore) and adds what sharing needs: a dense, commit-ordered event
-// log that every node reads (tail.go), a wake-up channel between nodes
+// (sqlstore) and adds what sharing needs: a dense event log whose order is
+// assigned after commit, so that transactions commit in parallel, and that
+// every node reads (tail.go), a wake-up channel between nodes
 // (LISTEN/NOTIFY, never the payload), and run leases with fencing
 // (lease.go).
 package postgres
