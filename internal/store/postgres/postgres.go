@@ -229,7 +229,7 @@ func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
 				// A tail cycle that starts from here on finds the events
 				// committed: it numbers them or sees them numbered.
 				cycle := s.tail.next()
-				s.wake()
+				s.kickTail()
 				return s.tail.wait(ctx, cycle)
 			}
 			return nil

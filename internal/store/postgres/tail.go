@@ -114,11 +114,20 @@ func (t *tailer) wait(ctx context.Context, cycle int64) error {
 
 // wake kicks this node's tail and tells the other nodes (coalesced).
 func (s *Store) wake() {
+	s.kickTail()
+	s.hint()
+}
+
+// kickTail starts a cycle of this node's tail (coalesced). After a commit
+// it is all a node does: the other nodes hear of the events once its pass
+// has numbered them (cycle), so that they read them rather than race that
+// pass with their own. Should this node die in between, their poll
+// numbers them.
+func (s *Store) kickTail() {
 	select {
 	case s.tail.kick <- struct{}{}:
 	default:
 	}
-	s.hint()
 }
 
 // hint tells the other nodes that the log or its inbox has grown
