@@ -98,12 +98,14 @@ ceiling() {
 }
 
 # sampler URL FILE: every 0.2 s, the connections of the database waiting
-# on a lock, those of them on the event log, and those active.
+# on a lock, those of them on the event log, those active, and what the
+# event log's waiters wait for (tuple, transactionid, extend, ...).
 sampler() {
   while :; do
     psql "$1" -XAtqc "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'),
       count(*) FILTER (WHERE wait_event_type = 'Lock' AND query ~* 'event_head|event_inbox|events|agentd_sequence_events'),
-      count(*) FILTER (WHERE state = 'active')
+      count(*) FILTER (WHERE state = 'active'),
+      string_agg(wait_event, ',') FILTER (WHERE wait_event_type = 'Lock' AND query ~* 'event_head|event_inbox|events|agentd_sequence_events')
       FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()" >>"$2" 2>/dev/null || true
     sleep 0.2
   done
