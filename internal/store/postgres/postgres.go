@@ -62,13 +62,13 @@ type Store struct {
 	// appPrefix and app name this node's listening connection; claimable
 	// is the condition under which a run may be claimed (lease.go).
 	appPrefix, app, claimable string
-	channel string // LISTEN/NOTIFY channel of this database and schema
+	channel                   string // LISTEN/NOTIFY channel of this database and schema
 	// listening is closed once the listening connection, the node's
 	// presence, is first up.
 	listening  chan struct{}
 	listenOnce sync.Once
-	poll    time.Duration
-	log     *slog.Logger
+	poll       time.Duration
+	log        *slog.Logger
 
 	hookMu  sync.Mutex
 	hook    func([]core.Event)
@@ -125,8 +125,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		db: db, connCfg: cfg, node: opts.Node, poll: opts.Poll,
-		channel: "agentd_" + schema,
-		log:     opts.Logger.With("component", "postgres"),
+		channel:   "agentd_" + schema,
+		log:       opts.Logger.With("component", "postgres"),
 		listening: make(chan struct{}),
 	}
 	s.appPrefix = appPrefix(schema)
