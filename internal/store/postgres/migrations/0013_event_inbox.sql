@@ -15,8 +15,11 @@ CREATE TABLE event_inbox (
     data        TEXT NOT NULL,
     PRIMARY KEY (xid, ord)
 );
--- A hot queue: vacuum it often so that passes do not walk dead rows.
-ALTER TABLE event_inbox SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+-- A hot queue: vacuum it often so that passes do not walk dead rows, and
+-- never truncate it: truncation takes an exclusive lock on the table that
+-- would stop every appending transaction while vacuum holds it.
+ALTER TABLE event_inbox SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+    vacuum_truncate = false);
 
 -- One pass: moves every committed event of the inbox into the log and
 -- returns how many it moved, whether another pass held the head (busy:
