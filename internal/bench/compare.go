@@ -6,14 +6,28 @@ import (
 	"strings"
 )
 
+// Comparison is what Compare found.
+type Comparison struct {
+	// Worse lists the figures worse by more than the tolerance, and
+	// errors, one line each.
+	Worse []string
+	// Unread lists figures that could not be compared because one of the
+	// reports lacks the reference they are read against.
+	Unread []string
+}
+
 // Compare lists the figures of cur that are worse than in base by more
-// than tolerance (0.5: half as good again), one line each. Latencies,
-// milliseconds and memory are better lower; rates (per second) better
-// higher; counts of work done, set by the options, are not compared.
+// than tolerance (0.5: half as good again). Figures that depend on the
+// machine's speed are compared as ratios to each report's own references
+// (rates to the commit ceiling, start-ups to a minimal Go server or
+// program, other milliseconds to the CPU loop), never as absolute
+// milliseconds: a baseline written on another machine then still means
+// something. Memory is compared as is. Rates are better higher, the rest
+// lower; counts of work done, set by the options, are not compared.
 // Errors are always reported. It is a report, not a verdict: timings on a
 // shared machine move.
-func Compare(base, cur Report, tolerance float64) []string {
-	var out []string
+func Compare(base, cur Report, tolerance float64) Comparison {
+	var out Comparison
 	worse := func(what string, was, now float64, higherIsBetter bool) {
 		if was <= 0 {
 			return
@@ -23,9 +37,24 @@ func Compare(base, cur Report, tolerance float64) []string {
 			change = (was - now) / was
 		}
 		if change > tolerance {
-			out = append(out, fmt.Sprintf("regression: %s %.4g → %.4g (%+.0f%%, tolerance %.0f%%)", what, was, now,
+			out.Worse = append(out.Worse, fmt.Sprintf("regression: %s %.4g → %.4g (%+.0f%%, tolerance %.0f%%)", what, was, now,
 				100*(now-was)/was, 100*tolerance))
 		}
+	}
+	// figure compares one figure through its reference.
+	figure := func(scenario, name, label string, was, now float64, higherIsBetter bool) {
+		k := KindOf(scenario, name)
+		if k == RefNone {
+			worse(label, was, now, higherIsBetter)
+			return
+		}
+		bw, ok1 := base.References.Ratio(k, was)
+		cw, ok2 := cur.References.Ratio(k, now)
+		if !ok1 || !ok2 {
+			out.Unread = append(out.Unread, label)
+			return
+		}
+		worse(label+" (÷ reference)", bw, cw, higherIsBetter)
 	}
 	prev := map[string]Result{}
 	for _, r := range base.Results {
@@ -33,7 +62,7 @@ func Compare(base, cur Report, tolerance float64) []string {
 	}
 	for _, r := range cur.Results {
 		if r.Errors > 0 {
-			out = append(out, fmt.Sprintf("errors: %s saw %d", r.Scenario, r.Errors))
+			out.Worse = append(out.Worse, fmt.Sprintf("errors: %s saw %d", r.Scenario, r.Errors))
 		}
 		b, ok := prev[r.Scenario]
 		if !ok {
@@ -46,9 +75,9 @@ func Compare(base, cur Report, tolerance float64) []string {
 			}
 			switch {
 			case strings.HasSuffix(name, "_per_s"):
-				worse(r.Scenario+" "+name, was, r.Figures[name], true)
+				figure(r.Scenario, name, r.Scenario+" "+name, was, r.Figures[name], true)
 			case strings.HasSuffix(name, "_ms") || strings.HasSuffix(name, "_mib"):
-				worse(r.Scenario+" "+name, was, r.Figures[name], false)
+				figure(r.Scenario, name, r.Scenario+" "+name, was, r.Figures[name], false)
 			}
 		}
 		for _, name := range sortedKeys(r.Latency) {
@@ -56,8 +85,8 @@ func Compare(base, cur Report, tolerance float64) []string {
 			if !ok {
 				continue
 			}
-			worse(r.Scenario+" "+name+" p50 ms", was.P50, r.Latency[name].P50, false)
-			worse(r.Scenario+" "+name+" p99 ms", was.P99, r.Latency[name].P99, false)
+			figure(r.Scenario, "latency_ms", r.Scenario+" "+name+" p50 ms", was.P50, r.Latency[name].P50, false)
+			figure(r.Scenario, "latency_ms", r.Scenario+" "+name+" p99 ms", was.P99, r.Latency[name].P99, false)
 		}
 	}
 	if base.Memory != nil && cur.Memory != nil {
