@@ -73,7 +73,7 @@ func (f startupFigures) addTo(rep *bench.Report) {
 	var res []bench.Result
 	for _, b := range f.rep.Binaries {
 		res = append(res, bench.Result{Scenario: b.Name, Figures: map[string]float64{
-			"version_ms": b.VersionMs, "serve_ms": b.ServeMs, "idle_rss_mib": b.IdleRSSMiB, "idle_anon_mib": b.IdleAnonMiB}})
+			"version_ms": b.VersionMs, "serve_ms": b.ServeMs, "restart_ms": b.RestartMs, "idle_rss_mib": b.IdleRSSMiB, "idle_anon_mib": b.IdleAnonMiB}})
 	}
 	rep.Results = append(res, rep.Results...)
 }
