@@ -44,6 +44,9 @@ func Compare(base, cur Report, tolerance float64) Comparison {
 	// figure compares one figure through its reference.
 	figure := func(scenario, name, label string, was, now float64, higherIsBetter bool) {
 		k := KindOf(scenario, name)
+		if k == RefItself {
+			return
+		}
 		if k == RefNone {
 			worse(label, was, now, higherIsBetter)
 			return

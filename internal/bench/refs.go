@@ -121,9 +121,13 @@ type RefKind int
 
 // The kinds of figures.
 const (
-	// RefNone: compared as is (memory, counts).
+	// RefNone: compared as is (memory, counts, settings).
 	RefNone RefKind = iota
-	// RefCeiling: a rate, as a share of the commit ceiling.
+	// RefItself: a reference, which describes the machine, not agentd;
+	// never compared.
+	RefItself
+	// RefCeiling: a rate of turns, bound by durable commits, as a share of
+	// the commit ceiling.
 	RefCeiling
 	// RefServer: a server's start, as a multiple of a minimal Go server's.
 	RefServer
@@ -131,19 +135,26 @@ const (
 	RefProgram
 	// RefCPU: other milliseconds, as a multiple of the CPU loop.
 	RefCPU
+	// RefCPURate: other rates (reads, events), bound by the CPU, as what
+	// is done in the time of one CPU loop.
+	RefCPURate
 )
 
 // KindOf says which reference a figure is read against.
 func KindOf(scenario, figure string) RefKind {
 	switch {
-	case scenario == "ceiling":
+	case scenario == "ceiling" || figure == "commit_ceiling_per_s":
+		return RefItself
+	case figure == "model_think_ms_per_step":
 		return RefNone
 	case strings.HasPrefix(scenario, "startup") && figure == "version_ms":
 		return RefProgram
 	case strings.HasPrefix(scenario, "startup") && strings.HasSuffix(figure, "_ms"):
 		return RefServer
-	case strings.HasSuffix(figure, "_per_s"):
+	case strings.HasSuffix(figure, "_per_s") && strings.Contains(figure, "turns"):
 		return RefCeiling
+	case strings.HasSuffix(figure, "_per_s"):
+		return RefCPURate
 	case strings.HasSuffix(figure, "_ms") || strings.Contains(figure, "_ms_"):
 		return RefCPU
 	}
@@ -166,6 +177,12 @@ func (r *References) Ratio(k RefKind, v float64) (float64, bool) {
 		ref = r.GoProgramMs
 	case RefCPU:
 		ref = r.CPULoopMs
+	case RefCPURate:
+		// Per CPU loop: the rate times the loop's seconds.
+		if r.CPULoopMs <= 0 {
+			return 0, false
+		}
+		return v * r.CPULoopMs / 1000, true
 	}
 	if ref <= 0 {
 		return 0, false
@@ -187,6 +204,8 @@ func (r *References) Describe(scenario, figure string, v float64) string {
 		return fmt.Sprintf("%.2f× go server", x)
 	case RefProgram:
 		return fmt.Sprintf("%.2f× go program", x)
+	case RefCPURate:
+		return fmt.Sprintf("%.4g per cpu loop", x)
 	}
 	return fmt.Sprintf("%.2f× cpu loop", x)
 }
