@@ -69,11 +69,12 @@ func (f startupFigures) addTo(rep *bench.Report) {
 	if rep.References == nil {
 		rep.References = &bench.References{}
 	}
-	rep.References.GoProgramMs, rep.References.GoServerStartMs = f.rep.ProgramMs, f.rep.ServerMs
+	r := rep.References
+	r.GoProgramMs, r.GoServerStartMs = f.rep.ProgramMs, f.rep.ServerMs
+	r.GoProgramCPUMs, r.GoServerStartCPUMs = f.rep.ProgramCPUMs, f.rep.ServerCPUMs
 	var res []bench.Result
 	for _, b := range f.rep.Binaries {
-		res = append(res, bench.Result{Scenario: b.Name, Figures: map[string]float64{
-			"version_ms": b.VersionMs, "serve_ms": b.ServeMs, "restart_ms": b.RestartMs, "idle_rss_mib": b.IdleRSSMiB, "idle_anon_mib": b.IdleAnonMiB}})
+		res = append(res, bench.Result{Scenario: b.Name, Figures: b.Figures})
 	}
 	rep.Results = append(res, rep.Results...)
 }
@@ -91,8 +92,8 @@ func printReferences(r *bench.References) {
 	}
 	fmt.Println("this machine's references (same run):")
 	fmt.Printf("  %-34s %s\n", "commit ceiling (fsync'd SQLite)", show(r.CommitCeilingPerS, "%.0f commits/s"))
-	fmt.Printf("  %-34s %s\n", "minimal Go HTTP server, start", show(r.GoServerStartMs, "%.2f ms"))
-	fmt.Printf("  %-34s %s\n", "minimal Go program, run", show(r.GoProgramMs, "%.2f ms"))
+	fmt.Printf("  %-34s %s, %s CPU\n", "minimal Go HTTP server, start", show(r.GoServerStartMs, "%.2f ms"), show(r.GoServerStartCPUMs, "%.2f ms"))
+	fmt.Printf("  %-34s %s, %s CPU\n", "minimal Go program, run", show(r.GoProgramMs, "%.2f ms"), show(r.GoProgramCPUMs, "%.2f ms"))
 	fmt.Printf("  %-34s %s\n\n", "CPU loop (one core, fixed work)", show(r.CPULoopMs, "%.2f ms"))
 }
 

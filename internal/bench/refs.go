@@ -23,6 +23,11 @@ type References struct {
 	// GoProgramMs a minimal Go program's exec to exit.
 	GoServerStartMs float64 `json:"go_server_start_ms,omitempty"`
 	GoProgramMs     float64 `json:"go_program_ms,omitempty"`
+	// GoServerStartCPUMs and GoProgramCPUMs are the CPU time they used:
+	// a start-up's CPU time, read against them, moves less than its
+	// milliseconds on a machine others are using.
+	GoServerStartCPUMs float64 `json:"go_server_start_cpu_ms,omitempty"`
+	GoProgramCPUMs     float64 `json:"go_program_cpu_ms,omitempty"`
 	// CPULoopMs is one core's time for a fixed loop (CPULoop).
 	CPULoopMs float64 `json:"cpu_loop_ms,omitempty"`
 }
@@ -133,6 +138,9 @@ const (
 	RefServer
 	// RefProgram: a command's run, as a multiple of a minimal Go program's.
 	RefProgram
+	// RefServerCPU and RefProgramCPU: the same for their CPU time.
+	RefServerCPU
+	RefProgramCPU
 	// RefCPU: other milliseconds, as a multiple of the CPU loop.
 	RefCPU
 	// RefCPURate: other rates (reads, events), bound by the CPU, as what
@@ -149,6 +157,10 @@ func KindOf(scenario, figure string) RefKind {
 		return RefNone
 	case strings.HasPrefix(scenario, "startup") && figure == "version_ms":
 		return RefProgram
+	case strings.HasPrefix(scenario, "startup") && figure == "version_cpu_ms":
+		return RefProgramCPU
+	case strings.HasPrefix(scenario, "startup") && strings.HasSuffix(figure, "_cpu_ms"):
+		return RefServerCPU
 	case strings.HasPrefix(scenario, "startup") && strings.HasSuffix(figure, "_ms"):
 		return RefServer
 	case strings.HasSuffix(figure, "_per_s") && strings.Contains(figure, "turns"):
@@ -175,6 +187,10 @@ func (r *References) Ratio(k RefKind, v float64) (float64, bool) {
 		ref = r.GoServerStartMs
 	case RefProgram:
 		ref = r.GoProgramMs
+	case RefServerCPU:
+		ref = r.GoServerStartCPUMs
+	case RefProgramCPU:
+		ref = r.GoProgramCPUMs
 	case RefCPU:
 		ref = r.CPULoopMs
 	case RefCPURate:
@@ -204,6 +220,10 @@ func (r *References) Describe(scenario, figure string, v float64) string {
 		return fmt.Sprintf("%.2f× go server", x)
 	case RefProgram:
 		return fmt.Sprintf("%.2f× go program", x)
+	case RefServerCPU:
+		return fmt.Sprintf("%.2f× go server's CPU", x)
+	case RefProgramCPU:
+		return fmt.Sprintf("%.2f× go program's CPU", x)
 	case RefCPURate:
 		return fmt.Sprintf("%.4g per cpu loop", x)
 	}

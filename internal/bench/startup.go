@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -42,43 +43,58 @@ type StartupOptions struct {
 	Progress io.Writer
 }
 
-// StartupFigures are one binary's medians.
+// StartupFigures are one binary's medians, by name:
+//
+//   - version_ms: `--version` from exec to exit; version_cpu_ms the CPU
+//     time it used (from its rusage), which a busy machine moves less;
+//   - serve_ms: `serve` from exec to its first 200 on /global/health on a
+//     fresh database (which it creates), serve_cpu_ms the CPU time its
+//     threads used until then (/proc/PID/task/*/schedstat);
+//   - restart_ms, restart_cpu_ms: the same on the database the first
+//     start left, as every restart after the first is;
+//   - idle_rss_mib: the server's resident set after Settle, idle_anon_mib
+//     the part that is its own memory rather than pages of the binary's
+//     file (which the page cache shares).
 type StartupFigures struct {
-	Name string
-	// VersionMs is `--version` from exec to exit; ServeMs is `serve` from
-	// exec to its first 200 on /global/health, on a fresh database (which
-	// it creates); RestartMs the same on the database the first start
-	// left, as every restart after the first is.
-	VersionMs float64
-	ServeMs   float64
-	RestartMs float64
-	// IdleRSSMiB is the server's resident set after Settle; IdleAnonMiB
-	// the part of it that is its own memory rather than pages of the
-	// binary's file (which the page cache shares).
-	IdleRSSMiB  float64
-	IdleAnonMiB float64
+	Name    string
+	Figures map[string]float64
 }
 
 // StartupReport is the start-up measurement: each binary's medians and the
-// reference programs' medians from the same rounds.
+// reference programs' medians from the same rounds (0: not measured).
 type StartupReport struct {
 	Binaries []StartupFigures
-	// ProgramMs and ServerMs are the reference programs' medians (0: not
-	// measured).
-	ProgramMs float64
-	ServerMs  float64
+	// ProgramMs and ProgramCPUMs: the minimal Go program's run; ServerMs
+	// and ServerCPUMs: the minimal Go server's start.
+	ProgramMs, ProgramCPUMs float64
+	ServerMs, ServerCPUMs   float64
+}
+
+// samples collects one program's measurements by figure.
+type samples map[string][]float64
+
+func (s samples) add(name string, v float64) { s[name] = append(s[name], v) }
+
+func (s samples) medians() map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range s {
+		out[k] = median(v)
+	}
+	return out
 }
 
 // MeasureStartup starts every binary and reference program Runs times,
 // interleaved and in a rotating order, so that a machine that slows down
 // or speeds up during the run moves all of them alike.
 func MeasureStartup(ctx context.Context, o StartupOptions) (StartupReport, error) {
-	type sample struct{ version, serve, restart, rss, anon []float64 }
-	samples := make([]sample, len(o.Binaries))
-	var progRuns, srvRuns []float64
+	bins := make([]samples, len(o.Binaries))
+	for i := range bins {
+		bins[i] = samples{}
+	}
+	refs := samples{}
 	for round := range max(o.Runs, 1) {
 		progress(o.Progress, "startup round %d/%d", round+1, o.Runs)
-		// Slot -1 is the reference; the order rotates each round.
+		// Slot -1 is the references; the order rotates each round.
 		slots := make([]int, 0, len(o.Binaries)+1)
 		for i := -1; i < len(o.Binaries); i++ {
 			slots = append(slots, i)
@@ -89,56 +105,81 @@ func MeasureStartup(ctx context.Context, o StartupOptions) (StartupReport, error
 			if err := ctx.Err(); err != nil {
 				return StartupReport{}, err
 			}
+			var err error
 			if i < 0 {
-				if o.Refs.Program != "" {
-					d, err := timeRun(ctx, o.Refs.Program)
-					if err != nil {
-						return StartupReport{}, fmt.Errorf("reference program: %w", err)
-					}
-					progRuns = append(progRuns, d)
+				err = measureRefs(ctx, o.Refs, refs)
+			} else {
+				db := filepath.Join(o.Dir, fmt.Sprintf("start-%d-%d.db", round, i))
+				err = measureBinary(ctx, o, o.Binaries[i].Path, db, bins[i])
+				for _, suffix := range []string{"", "-wal", "-shm"} {
+					os.Remove(db + suffix)
 				}
-				if o.Refs.Server != "" {
-					d, _, _, err := timeServe(ctx, []string{o.Refs.Server}, nil, 0)
-					if err != nil {
-						return StartupReport{}, fmt.Errorf("reference server: %w", err)
-					}
-					srvRuns = append(srvRuns, d)
+				if err != nil {
+					err = fmt.Errorf("%s: %w", o.Binaries[i].Name, err)
 				}
-				continue
 			}
-			b := o.Binaries[i]
-			v, err := timeRun(ctx, b.Path, "--version")
 			if err != nil {
-				return StartupReport{}, fmt.Errorf("%s --version: %w", b.Name, err)
+				return StartupReport{}, err
 			}
-			db := filepath.Join(o.Dir, fmt.Sprintf("start-%d-%d.db", round, i))
-			argv := []string{b.Path, "serve", "--db", db, "--log-level", "error"}
-			if o.Config != "" {
-				argv = append(argv, "--config", o.Config)
-			}
-			s, rss, anon, err := timeServe(ctx, argv, o.Env, o.Settle)
-			if err != nil {
-				return StartupReport{}, fmt.Errorf("%s serve: %w", b.Name, err)
-			}
-			again, _, _, err := timeServe(ctx, argv, o.Env, 0)
-			if err != nil {
-				return StartupReport{}, fmt.Errorf("%s serve again: %w", b.Name, err)
-			}
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				os.Remove(db + suffix)
-			}
-			sm := &samples[i]
-			sm.version, sm.serve, sm.restart = append(sm.version, v), append(sm.serve, s), append(sm.restart, again)
-			sm.rss, sm.anon = append(sm.rss, rss), append(sm.anon, anon)
 		}
 	}
-	rep := StartupReport{ProgramMs: median(progRuns), ServerMs: median(srvRuns)}
+	r := refs.medians()
+	rep := StartupReport{ProgramMs: r["program_ms"], ProgramCPUMs: r["program_cpu_ms"], ServerMs: r["server_ms"], ServerCPUMs: r["server_cpu_ms"]}
 	for i, b := range o.Binaries {
-		sm := samples[i]
-		rep.Binaries = append(rep.Binaries, StartupFigures{Name: b.Name, VersionMs: median(sm.version), ServeMs: median(sm.serve), RestartMs: median(sm.restart),
-			IdleRSSMiB: median(sm.rss), IdleAnonMiB: median(sm.anon)})
+		rep.Binaries = append(rep.Binaries, StartupFigures{Name: b.Name, Figures: bins[i].medians()})
 	}
 	return rep, nil
+}
+
+// measureRefs runs the reference program and server once each.
+func measureRefs(ctx context.Context, refs Refs, s samples) error {
+	if refs.Program != "" {
+		wall, cpu, err := timeRun(ctx, refs.Program)
+		if err != nil {
+			return fmt.Errorf("reference program: %w", err)
+		}
+		s.add("program_ms", wall)
+		s.add("program_cpu_ms", cpu)
+	}
+	if refs.Server != "" {
+		st, err := timeServe(ctx, []string{refs.Server}, nil, 0)
+		if err != nil {
+			return fmt.Errorf("reference server: %w", err)
+		}
+		s.add("server_ms", st.wall)
+		s.add("server_cpu_ms", st.cpu)
+	}
+	return nil
+}
+
+// measureBinary runs `--version`, then `serve` on the fresh database db,
+// then `serve` again on what it left.
+func measureBinary(ctx context.Context, o StartupOptions, bin, db string, s samples) error {
+	wall, cpu, err := timeRun(ctx, bin, "--version")
+	if err != nil {
+		return fmt.Errorf("--version: %w", err)
+	}
+	s.add("version_ms", wall)
+	s.add("version_cpu_ms", cpu)
+	argv := []string{bin, "serve", "--db", db, "--log-level", "error"}
+	if o.Config != "" {
+		argv = append(argv, "--config", o.Config)
+	}
+	first, err := timeServe(ctx, argv, o.Env, o.Settle)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	again, err := timeServe(ctx, argv, o.Env, 0)
+	if err != nil {
+		return fmt.Errorf("serve again: %w", err)
+	}
+	s.add("serve_ms", first.wall)
+	s.add("serve_cpu_ms", first.cpu)
+	s.add("restart_ms", again.wall)
+	s.add("restart_cpu_ms", again.cpu)
+	s.add("idle_rss_mib", first.rss)
+	s.add("idle_anon_mib", first.anon)
+	return nil
 }
 
 func progress(w io.Writer, format string, args ...any) {
@@ -162,23 +203,29 @@ func median(xs []float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// timeRun runs a program to its exit and returns how long that took.
-func timeRun(ctx context.Context, path string, args ...string) (float64, error) {
+// timeRun runs a program to its exit and returns how long that took and
+// the CPU time it used, in milliseconds.
+func timeRun(ctx context.Context, path string, args ...string) (float64, float64, error) {
 	cmd := exec.CommandContext(ctx, path, args...)
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return ms(time.Since(start)), nil
+	wall := ms(time.Since(start))
+	return wall, ms(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()), nil
 }
 
-// timeServe starts the server argv with --port added, and returns the
-// time to its first 200 on /global/health, then, after settle, its RSS
-// and anonymous RSS in MiB. The server is stopped before it returns.
-func timeServe(ctx context.Context, argv, env []string, settle time.Duration) (float64, float64, float64, error) {
+// started is what timeServe measured: milliseconds to the first healthy
+// answer and CPU milliseconds used by then; MiB resident and anonymous
+// after the settle time.
+type started struct{ wall, cpu, rss, anon float64 }
+
+// timeServe starts the server argv with --port added and measures its
+// start; the server is stopped before it returns.
+func timeServe(ctx context.Context, argv, env []string, settle time.Duration) (started, error) {
 	port, err := freePort()
 	if err != nil {
-		return 0, 0, 0, err
+		return started{}, err
 	}
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/global/health"
 	cmd := exec.Command(argv[0], append(argv[1:], "--port", strconv.Itoa(port))...)
@@ -187,7 +234,7 @@ func timeServe(ctx context.Context, argv, env []string, settle time.Duration) (f
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Second}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, 0, 0, err
+		return started{}, err
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -203,25 +250,45 @@ func timeServe(ctx context.Context, argv, env []string, settle time.Duration) (f
 			}
 		}
 		if time.Now().After(deadline) {
-			return 0, 0, 0, errors.New("never answered /global/health")
+			return started{}, errors.New("never answered /global/health")
 		}
 		select {
 		case <-ctx.Done():
-			return 0, 0, 0, ctx.Err()
+			return started{}, ctx.Err()
 		case <-time.After(200 * time.Microsecond):
 		}
 	}
-	d := ms(time.Since(start))
+	res := started{wall: ms(time.Since(start)), cpu: cpuMs(cmd.Process.Pid)}
 	if settle <= 0 {
-		return d, 0, 0, nil
+		return res, nil
 	}
 	select {
 	case <-ctx.Done():
-		return 0, 0, 0, ctx.Err()
+		return started{}, ctx.Err()
 	case <-time.After(settle):
 	}
 	st := procStatus(cmd.Process.Pid)
-	return d, float64(st["VmRSS"]) / 1024, float64(st["RssAnon"]) / 1024, nil
+	res.rss, res.anon = float64(st["VmRSS"])/1024, float64(st["RssAnon"])/1024
+	return res, nil
+}
+
+// cpuMs is the CPU time all of a process's threads have used, from each
+// one's schedstat (nanoseconds, where /proc/PID/stat counts 10 ms ticks).
+// Threads that already exited are not counted; a Go program's seldom do.
+func cpuMs(pid int) float64 {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			ns += n
+		}
+	}
+	return float64(ns) / 1e6
 }
 
 func freePort() (int, error) {
