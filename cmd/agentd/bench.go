@@ -34,11 +34,14 @@ import (
 var benchHelp = help{
 	usage: "bench [flags]",
 	about: `Measures a server with fakellm as its model and prints throughput, latency percentiles
-and memory per scenario. Without --url it starts agentd itself on a fresh database (or
---nodes nodes on the PostgreSQL database --database names).`,
+and memory per scenario, each beside this machine's reference measured in the same run
+(the commit ceiling, a minimal Go server's and program's start, a CPU loop). Without --url
+it starts agentd itself on a fresh database (or --nodes nodes on the PostgreSQL database
+--database names).`,
 	examples: []string{
 		"agentd bench                                        # every scenario on a fresh agentd",
 		"agentd bench --scenarios turn,concurrency --json out.json",
+		"agentd bench --scenarios startup --against old=/tmp/agentd-main   # two builds' start-ups, interleaved",
 		"agentd bench --scenarios soak --soak 60s --strict   # CI's soak",
 		"agentd bench --database postgres://… --nodes 3 --scenarios soak",
 	},
