@@ -259,8 +259,8 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	// (loopback and Origin checks, basic auth).
 	// The page is /ui (paths with a trailing slash are refused, see
 	// cleanPaths); its files are under /ui/.
-	s.mux.Handle("GET /ui", ui.Handler("/ui"))
-	s.mux.Handle("GET /ui/", ui.Handler("/ui"))
+	s.mux.Handle("GET /ui", ui.Handler("/ui", s.uiInitial))
+	s.mux.Handle("GET /ui/", ui.Handler("/ui", s.uiInitial))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui", http.StatusFound)
 	})
