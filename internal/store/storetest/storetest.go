@@ -52,6 +52,10 @@ func Exercise(t *testing.T, open Opener) {
 		"EventsBoundedByBytes":  testEventsByBytes,
 		"Todos":                 testTodos,
 		"RevertJournal":         testRevertJournal,
+		"WebhookSubscriptions":  testWebhookSubscriptions,
+		"WebhookCallbacks":      testWebhookCallbacks,
+		"WebhookDeliveries":     testWebhookDeliveries,
+		"WebhookClaimsOnce":     testWebhookClaimsOnce,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
