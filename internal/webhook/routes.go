@@ -54,7 +54,9 @@ type DeliveryJSON struct {
 	Attempts   int    `json:"attempts"`
 	LastStatus int    `json:"lastStatus,omitempty"`
 	LastError  string `json:"lastError,omitempty"`
-	Time       struct {
+	// Node is the node sending it now (pending, claimed).
+	Node string `json:"node,omitempty"`
+	Time struct {
 		Created  int64 `json:"created"`
 		Next     int64 `json:"next,omitempty"`
 		Deadline int64 `json:"deadline"`
@@ -103,7 +105,7 @@ func deliveryOf(d store.Delivery) DeliveryJSON {
 		State: d.State, Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError}
 	out.Time.Created, out.Time.Deadline, out.Time.Ended = d.Created, d.Deadline, d.Ended
 	if d.State == store.DeliveryPending {
-		out.Time.Next = d.Next
+		out.Time.Next, out.Node = d.Next, d.LeaseOwner
 	}
 	if len(d.Body) > 0 {
 		out.Payload = d.Body

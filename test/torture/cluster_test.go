@@ -70,6 +70,13 @@ func startCluster(t *testing.T, nodes int) *cluster {
 
 func startClusterOn(t *testing.T, nodes int, url string) *cluster {
 	t.Helper()
+	return startClusterWith(t, nodes, url, "")
+}
+
+// startClusterWith is startClusterOn with more top-level keys of
+// agentd.json (extra starts with a comma).
+func startClusterWith(t *testing.T, nodes int, url, extra string) *cluster {
+	t.Helper()
 	cl := &cluster{url: url, dir: t.TempDir()}
 	ws := filepath.Join(cl.dir, "ws")
 	os.MkdirAll(ws, 0o755)
@@ -79,7 +86,7 @@ func startClusterOn(t *testing.T, nodes int, url string) *cluster {
 	t.Cleanup(hs.Close)
 	cfgPath := filepath.Join(cl.dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
-		"permission":{"bash":{"*":"allow","echo asked*":"ask"},"external_directory":"allow"}}`), 0o644)
+		"permission":{"bash":{"*":"allow","echo asked*":"ask"},"external_directory":"allow"}`+extra+`}`), 0o644)
 	cl.logPath = filepath.Join(cl.dir, "agentd.log")
 	logFile, _ := os.Create(cl.logPath)
 	t.Cleanup(func() {
