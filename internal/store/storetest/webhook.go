@@ -225,6 +225,12 @@ func deliveriesGoOn(t *testing.T, s store.Store, reopen func() store.Store, d2, 
 	if st := endAttempt(t, s, store.Attempt{ID: d3.ID, Owner: "n3", Attempt: 2, Status: 503, Retry: 2 * time.Hour}); st != store.DeliveryFailed {
 		t.Errorf("a retry past the deadline: %q, want failed", st)
 	}
+	deliveriesListed(t, s, reopen, d2, d3)
+}
+
+// deliveriesListed continues testWebhookDeliveries: counts, lists, pages,
+// a retry and the pruning of what ended.
+func deliveriesListed(t *testing.T, s store.Store, reopen func() store.Store, d2, d3 store.Delivery) {
 	r := webhookReader(t, s)
 	if _, ok, _ := r.NextDelivery(ctx(t)); ok {
 		t.Error("a delivery is pending after all ended")
@@ -243,6 +249,13 @@ func deliveriesGoOn(t *testing.T, s store.Store, reopen func() store.Store, d2, 
 	if ses, _ := r.Deliveries(ctx(t), store.DeliveryQuery{SessionID: "ses_1"}); len(ses) != 2 {
 		t.Errorf("one session's deliveries: %+v", ses)
 	}
+	deliveriesRetried(t, s, reopen, d3)
+}
+
+// deliveriesRetried continues testWebhookDeliveries: a failed delivery
+// retried, and the pruning of what ended.
+func deliveriesRetried(t *testing.T, s store.Store, reopen func() store.Store, d3 store.Delivery) {
+	r := webhookReader(t, s)
 	webhookTx(t, s, func(tx store.WebhookTx) error {
 		if err := tx.RetryDelivery(ctx(t), d3.ID, time.Hour); err != nil {
 			return err
