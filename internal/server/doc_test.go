@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/webhook"
 	gitwt "github.com/agentd/agentd/internal/worktree"
 )
 
@@ -49,6 +50,9 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		Security: server.Security{LoopbackOnly: true}, Logger: slog.New(slog.DiscardHandler), WorktreeDir: wtDir, SkillDirs: []string{}}
 	cfg.Engine.Questions = true
 	cfg.Terminals.Enabled = true
+	// Webhooks on, with nothing opened: the fixtures' deliveries fail at
+	// once, refused at dial time, and no request leaves the machine.
+	cfg.Webhooks = webhook.Config{Secret: "doc-test-secret-0123456789"}
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +123,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		return m
 	}
 	session := func() string { return mustJSON("POST", "/session", `{}`)["id"].(string) }
+	hook := mustJSON("POST", "/webhook", `{"url":"http://localhost:1/hook","events":["run.ended"]}`)["id"].(string)
 	s1 := session()
 	mustJSON("POST", "/session/"+s1+"/message", `{"parts":[{"type":"text","text":"tool:list:{}\nreply:done"}]}`)
 	msgs := call(t, "GET", base+"/session/"+s1+"/message", "", nil)
@@ -174,8 +179,10 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		call(t, "POST", base+"/session/"+session()+"/prompt_async", `{"parts":[{"type":"text","text":`+string(b)+`}]}`, nil)
 	}
 	questions := waitFor("/question", "id", 2)
+	failed := waitFor("/webhook/delivery?state=failed", "id", 1)[0]
 	doomed := session()
 	mover := session()
+	quiet := session()
 	ptyID := mustJSON("POST", "/pty", `{"command":"/bin/sh","args":["-c","read x"]}`)["id"].(string)
 
 	type recipe struct {
@@ -210,12 +217,17 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /experimental/worktree/reset":                         {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"DELETE /experimental/worktree":                             {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"POST /experimental/control-plane/move-session":             {body: `{"sessionID":"` + mover + `","destination":{"directory":"` + filepath.Join(dir, "sub") + `"}}`},
-		"POST /pty":                 {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
-		"PUT /pty/{ptyID}":          {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
-		"GET /vcs/diff":             {path: "/vcs/diff?mode=git"},
-		"POST /vcs/apply":           {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
-		"PUT /auth/{providerID}":    {path: "/auth/agentd", body: `{"type":"api","key":"sk-doc"}`},
-		"DELETE /auth/{providerID}": {path: "/auth/agentd"},
+		"POST /pty":                         {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
+		"PUT /pty/{ptyID}":                  {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
+		"GET /vcs/diff":                     {path: "/vcs/diff?mode=git"},
+		"POST /vcs/apply":                   {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
+		"PUT /auth/{providerID}":            {path: "/auth/agentd", body: `{"type":"api","key":"sk-doc"}`},
+		"DELETE /auth/{providerID}":         {path: "/auth/agentd"},
+		"POST /webhook":                     {body: `{"url":"https://example.com/hook","sessionID":"` + quiet + `","events":["ask.waiting"]}`},
+		"GET /webhook/{id}":                 {path: "/webhook/" + hook},
+		"DELETE /webhook/{id}":              {path: "/webhook/" + hook},
+		"GET /webhook/delivery/{id}":        {path: "/webhook/delivery/" + failed},
+		"POST /webhook/delivery/{id}/retry": {path: "/webhook/delivery/" + failed + "/retry"},
 	}
 	type route struct{ method, pattern string }
 	var routes []route
