@@ -22,7 +22,9 @@ import (
 const pruneEvery = 10 * time.Minute
 
 // dispatchLoop claims due deliveries while workers are free and sends
-// each in a goroutine of its own.
+// each in a goroutine of its own. It claims (a write) only when a read
+// says a delivery is due, so that an idle node, or a wake-up with nothing
+// to take, costs a read.
 func (s *Service) dispatchLoop() {
 	defer s.wg.Done()
 	free := make(chan struct{}, s.cfg.Workers)
@@ -31,23 +33,32 @@ func (s *Service) dispatchLoop() {
 	}
 	lastPrune := time.Time{}
 	for {
-		n := len(free)
-		claimed := s.claimUpTo(n)
-		for _, d := range claimed {
-			<-free
-			s.wg.Go(func() {
-				s.deliver(d)
-				free <- struct{}{}
-				s.poke()
-			})
-		}
 		if time.Since(lastPrune) > pruneEvery {
 			s.prune()
 			lastPrune = time.Now()
 		}
 		wait := s.cfg.Poll // with every worker busy, the first to finish pokes
-		if len(free) > 0 {
-			wait = s.nextWait(n > 0 && len(claimed) == n)
+		if n := len(free); n > 0 {
+			if wait = s.nextWait(); wait == 0 {
+				claimed := s.claimUpTo(n)
+				for _, d := range claimed {
+					<-free
+					s.wg.Go(func() {
+						s.deliver(d)
+						free <- struct{}{}
+						s.poke()
+					})
+				}
+				if len(claimed) == n {
+					continue // more may be due
+				}
+				wait = min(s.nextWait(), s.cfg.Poll)
+				if wait == 0 {
+					// Due but not claimable: held by a lease that has just
+					// expired, or behind one this node is sending.
+					wait = s.cfg.Poll
+				}
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -63,9 +74,6 @@ func (s *Service) dispatchLoop() {
 
 // claimUpTo claims up to n due deliveries for this node.
 func (s *Service) claimUpTo(n int) []store.Delivery {
-	if n == 0 {
-		return nil
-	}
 	var got []store.Delivery
 	err := s.st.Tx(s.ctx, func(tx store.Tx) (err error) {
 		got, err = tx.(store.WebhookTx).ClaimDeliveries(s.ctx, s.cfg.Node, s.cfg.Timeout+5*time.Second, n)
@@ -80,12 +88,8 @@ func (s *Service) claimUpTo(n int) []store.Delivery {
 	return got
 }
 
-// nextWait is how long the dispatcher may sleep: until the next delivery
-// is due, at most Poll; none when it just claimed some (more may be due).
-func (s *Service) nextWait(more bool) time.Duration {
-	if more {
-		return 0
-	}
+// nextWait is how long until a delivery is due (0: one is), at most Poll.
+func (s *Service) nextWait() time.Duration {
 	wait, ok, err := s.rd.NextDelivery(s.ctx)
 	if err != nil || !ok {
 		return s.cfg.Poll
