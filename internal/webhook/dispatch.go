@@ -198,7 +198,9 @@ type retryAfter struct {
 	d      time.Duration
 }
 
-func (e *retryAfter) Error() string { return fmt.Sprintf("receiver answered %s (Retry-After %s)", e.status, e.d) }
+func (e *retryAfter) Error() string {
+	return fmt.Sprintf("receiver answered %s (Retry-After %s)", e.status, e.d)
+}
 
 // send makes one signed attempt and returns the receiver's status.
 func (s *Service) send(d store.Delivery) (int, error) {
