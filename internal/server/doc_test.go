@@ -232,29 +232,24 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /experimental/worktree/reset":                         {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"DELETE /experimental/worktree":                             {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"POST /experimental/control-plane/move-session":             {body: `{"sessionID":"` + mover + `","destination":{"directory":"` + filepath.Join(dir, "sub") + `"}}`},
-		"POST /webhook":                                             {body: `{"url":"https://example.com/hook","sessionID":"` + quiet + `","events":["ask.waiting"]}`},
-		"GET /webhook/{id}":                                         {path: "/webhook/" + hook},
-		"DELETE /webhook/{id}":                                      {path: "/webhook/" + hook},
-		"GET /webhook/delivery/{id}":                                {path: "/webhook/delivery/" + failed},
-		"POST /webhook/delivery/{id}/retry":                         {path: "/webhook/delivery/" + failed + "/retry"},
-		"POST /pty":                                                 {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
-		"PUT /pty/{ptyID}":                                          {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
-		"GET /vcs/diff":                                             {path: "/vcs/diff?mode=git"},
-		"POST /vcs/apply":                                           {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
-		"PUT /auth/{providerID}":                                    {path: "/auth/agentd", body: `{"type":"api","key":"sk-doc"}`},
-		"DELETE /auth/{providerID}":                                 {path: "/auth/agentd"},
-		"POST /tui/append-prompt":                                   {body: `{"text":"hi"}`},
-		"POST /tui/execute-command":                                 {body: `{"command":"session_new"}`},
-		"POST /tui/show-toast":                                      {body: `{"message":"m","variant":"info","duration":1000}`},
-		"POST /tui/publish":                                         {body: `{"type":"tui.toast.show","properties":{"message":"m","variant":"success"}}`},
-		"POST /tui/select-session":                                  {body: `{"sessionID":"` + s1 + `"}`},
-		"GET /tui/control/next":                                     {path: "/tui/control/next?timeout=5s"},
-		"POST /tui/control/response":                                {body: `{"ok":true}`},
-		"POST /log":                                                 {body: `{"service":"doc","level":"info","message":"hello","extra":{"n":1}}`},
-		"PATCH /config":                                             {body: `{}`},
-		"PATCH /global/config":                                      {body: `{}`},
-		"POST /global/upgrade":                                      {body: `{"target":"latest"}`},
-		"DELETE /session/{id}/message/{messageID}":                  {path: "/session/" + sEdit + "/message/" + editAnswer},
+		"POST /pty":                                {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
+		"PUT /pty/{ptyID}":                         {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
+		"GET /vcs/diff":                            {path: "/vcs/diff?mode=git"},
+		"POST /vcs/apply":                          {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
+		"PUT /auth/{providerID}":                   {path: "/auth/agentd", body: `{"type":"api","key":"sk-doc"}`},
+		"DELETE /auth/{providerID}":                {path: "/auth/agentd"},
+		"POST /tui/append-prompt":                  {body: `{"text":"hi"}`},
+		"POST /tui/execute-command":                {body: `{"command":"session_new"}`},
+		"POST /tui/show-toast":                     {body: `{"message":"m","variant":"info","duration":1000}`},
+		"POST /tui/publish":                        {body: `{"type":"tui.toast.show","properties":{"message":"m","variant":"success"}}`},
+		"POST /tui/select-session":                 {body: `{"sessionID":"` + s1 + `"}`},
+		"GET /tui/control/next":                    {path: "/tui/control/next?timeout=5s"},
+		"POST /tui/control/response":               {body: `{"ok":true}`},
+		"POST /log":                                {body: `{"service":"doc","level":"info","message":"hello","extra":{"n":1}}`},
+		"PATCH /config":                            {body: `{}`},
+		"PATCH /global/config":                     {body: `{}`},
+		"POST /global/upgrade":                     {body: `{"target":"latest"}`},
+		"DELETE /session/{id}/message/{messageID}": {path: "/session/" + sEdit + "/message/" + editAnswer},
 		"PATCH /session/{id}/message/{messageID}/part/{partID}": {path: "/session/" + sEdit + "/message/" + editUser + "/part/" + editPart,
 			body: `{"id":"` + editPart + `","sessionID":"` + sEdit + `","messageID":"` + editUser + `","type":"text","text":"reply:edited"}`},
 		"DELETE /session/{id}/message/{messageID}/part/{partID}": {path: "/session/" + sEdit + "/message/" + editUser + "/part/" + dropPart},
@@ -269,6 +264,12 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /sync/replay":                           {body: `{"directory":"/","events":[]}`},
 		"POST /sync/steal":                            {body: `{"sessionID":"` + s1 + `"}`},
 	}
+	// The webhooks' routes.
+	recipes["POST /webhook"] = recipe{body: `{"url":"https://example.com/hook","sessionID":"` + quiet + `","events":["ask.waiting"]}`}
+	recipes["GET /webhook/{id}"] = recipe{path: "/webhook/" + hook}
+	recipes["DELETE /webhook/{id}"] = recipe{path: "/webhook/" + hook}
+	recipes["GET /webhook/delivery/{id}"] = recipe{path: "/webhook/delivery/" + failed}
+	recipes["POST /webhook/delivery/{id}/retry"] = recipe{path: "/webhook/delivery/" + failed + "/retry"}
 	type route struct{ method, pattern string }
 	var routes []route
 	for pattern, item := range d.Paths {
