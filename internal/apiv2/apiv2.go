@@ -78,6 +78,9 @@ type Config struct {
 	// Unhealthy says why the node cannot serve (nil while it can).
 	Unhealthy func() error
 	Logger    *slog.Logger
+	// Callbacks keeps prompts' callbackUrl (nil: a prompt that carries
+	// one is refused).
+	Callbacks server.Callbacks
 }
 
 // API serves opencode 2's routes.

@@ -81,6 +81,9 @@ type Config struct {
 	// Terminals serves the /pty routes (nil: terminals are off, and
 	// those routes refuse with 403).
 	Terminals pty.Service
+	// Callbacks keeps prompts' callbackUrl (nil: a prompt that carries
+	// one is refused).
+	Callbacks Callbacks
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind

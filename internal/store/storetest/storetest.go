@@ -55,6 +55,10 @@ func Exercise(t *testing.T, open Opener) {
 		"RetireMessage":         testRetireMessage,
 		"RetirePart":            testRetirePart,
 		"KeepPart":              testKeepPart,
+		"WebhookSubscriptions":  testWebhookSubscriptions,
+		"WebhookCallbacks":      testWebhookCallbacks,
+		"WebhookDeliveries":     testWebhookDeliveries,
+		"WebhookClaimsOnce":     testWebhookClaimsOnce,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
