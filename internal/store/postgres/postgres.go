@@ -197,8 +197,13 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 		}
 		version = n
 	}
-	if version > len(names) {
-		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
+	// Versions are the files' numbers, which may skip some: the newest is
+	// the last file's.
+	if len(names) > 0 {
+		newest, _ := strconv.Atoi(strings.SplitN(filepath.Base(names[len(names)-1]), "_", 2)[0])
+		if version > newest {
+			return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, newest)
+		}
 	}
 	return nil
 }

@@ -222,6 +222,16 @@ func probeWrite(ctx context.Context, db *sql.DB) error {
 	return tx.Commit()
 }
 
+// migrationNumber is the number of the last of the sorted migration files
+// (0 for none, or a name without one: migrate reports that).
+func migrationNumber(names []string) int {
+	if len(names) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.SplitN(filepath.Base(names[len(names)-1]), "_", 2)[0])
+	return n
+}
+
 func migrate(ctx context.Context, db *sql.DB) (wrote bool, err error) {
 	var version int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
@@ -232,8 +242,10 @@ func migrate(ctx context.Context, db *sql.DB) (wrote bool, err error) {
 		return false, err
 	}
 	sort.Strings(names)
-	if len(names) > 0 && version > len(names) {
-		return false, fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
+	// Versions are the files' numbers, which may skip some (branches
+	// number theirs apart): the newest is the last file's.
+	if newest := migrationNumber(names); version > newest {
+		return false, fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, newest)
 	}
 	// The pending migrations go in one transaction: a new database costs
 	// one commit (its fsync is milliseconds of a cold start) rather than one per

@@ -52,6 +52,7 @@ func Exercise(t *testing.T, open Opener) {
 		"EventsBoundedByBytes":  testEventsByBytes,
 		"Todos":                 testTodos,
 		"RevertJournal":         testRevertJournal,
+		"APIKeys":               testAPIKeys,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
