@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/apiv2"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/credential"
@@ -17,10 +18,10 @@ import (
 // mountV2 serves opencode 2's API (/api/*) beside the v1 routes, behind
 // the same middleware, over the same engine, store and event log; and the
 // credential store's v1 routes (/auth/{id}).
-func mountV2(api *server.Server, st *store.Watched, eng *engine.Engine, hub *events.Hub, cfg Config, commands *command.Catalog, skills *skill.Catalog) {
+func mountV2(api *server.Server, st *store.Watched, eng *engine.Engine, hub *events.Hub, cfg Config, commands *command.Catalog, skills *skill.Catalog, keys *access.Keys) {
 	v2cfg := apiv2.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Catalog: *cfg.Catalog, Commands: commands, Skills: skills,
-		Files: api.Files(), Heartbeat: cfg.Heartbeat, Unhealthy: st.Lost, Logger: cfg.Logger,
+		Files: api.Files(), Heartbeat: cfg.Heartbeat, Unhealthy: st.Lost, Logger: cfg.Logger, Keys: keys,
 	}
 	if _, err := cfg.credentialKeys(); err != nil {
 		// Configure opened it when a configuration was read; an embedder

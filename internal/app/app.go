@@ -20,7 +20,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/credential"
@@ -266,6 +268,10 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	st.SetCommitHook(hub.Publish)
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	met.Init(knownLabels(cfg, tools))
+	if cfg.Engine.Budget == nil {
+		cfg.Engine.Budget = budget.New(st)
+	}
+	keys := access.New(st)
 	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
 	if err := eng.Start(ctx); err != nil {
 		release()
@@ -286,9 +292,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
 		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
-		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
+		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Keys: keys,
 	})
-	mountV2(api, st, eng, hub, cfg, commands, skills)
+	mountV2(api, st, eng, hub, cfg, commands, skills, keys)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		terms.Stop()

@@ -92,7 +92,7 @@ func (e *Engine) Fork(ctx context.Context, sessionID, messageID string) (core.Se
 		}
 		now := e.now()
 		fork := core.Session{ID: core.NewID(core.PrefixSession, true), ProjectID: src.ProjectID, Directory: src.Directory,
-			Title: forkTitle(src.Title), Version: src.Version, Agent: src.Agent, Model: src.Model, Permission: src.Permission,
+			Title: forkTitle(src.Title), Version: src.Version, Agent: src.Agent, Model: src.Model, Permission: src.Permission, Owner: src.Owner,
 			Time: core.SessionTime{Created: now, Updated: now}}
 		fork.Slug = core.Slug(fork.ID)
 		if err := tx.InsertSession(ctx, fork); err != nil {

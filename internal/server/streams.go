@@ -19,6 +19,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sessionID string
 	}
 	err = s.hub.Stream(r.Context(), w, s.st.EventBounds, events.StreamOptions{
 		After: after, HasCursor: ok, SessionID: sessionID, Heartbeat: s.cfg.Heartbeat, Wrap: wrap,
+		Filter: s.cfg.Keys.EventFilter(r.Context()),
 	})
 	if err != nil && r.Context().Err() == nil {
 		s.log.Debug("event stream ended", "err", err)
