@@ -37,7 +37,7 @@ any time (every node refuses a revoked key within a second).`,
 		"agentd key budget ci --budget cost=5",
 		"agentd key create --name first --db ~/.local/share/agentd/agentd.db   # before the first serve",
 	},
-	env: append(clientEnv, "AGENTD_DATABASE_URL      the database for --db when it is given empty"),
+	env:   append(clientEnv, "AGENTD_DATABASE_URL      the database for --db when it is given empty"),
 	exits: []string{"1  an error, or no such key"},
 }
 
