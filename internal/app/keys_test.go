@@ -59,7 +59,10 @@ func (k *keyed) raw(method, path, token string, body string) (int, []byte) {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(k.t.Context(), method, k.app.URL()+path, rd)
+	// A stream that should have been refused would never end.
+	ctx, cancel := context.WithTimeout(k.t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, k.app.URL()+path, rd)
 	if err != nil {
 		k.t.Fatal(err)
 	}
@@ -76,7 +79,10 @@ func (k *keyed) raw(method, path, token string, body string) (int, []byte) {
 		k.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		k.t.Errorf("%s %s: %v", method, path, err)
+	}
 	return resp.StatusCode, b
 }
 
@@ -159,7 +165,11 @@ func TestKeySeesOnlyItsSessions(t *testing.T) {
 	// Every route that names Alice's session: Bob is told what he is told
 	// of a session that does not exist.
 	ghost := core.NewID(core.PrefixSession, true)
-	for _, rt := range k.sessionRoutes() {
+	routes := k.sessionRoutes()
+	if len(routes) < 45 {
+		t.Fatalf("only %d routes name a session: %v", len(routes), routes)
+	}
+	for _, rt := range routes {
 		body := ""
 		if rt[0] != "GET" && rt[0] != "DELETE" {
 			body = "{}"
