@@ -53,6 +53,9 @@ func Exercise(t *testing.T, open Opener) {
 		"Todos":                 testTodos,
 		"RevertJournal":         testRevertJournal,
 		"APIKeys":               testAPIKeys,
+		"RetireMessage":         testRetireMessage,
+		"RetirePart":            testRetirePart,
+		"KeepPart":              testKeepPart,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
