@@ -112,15 +112,27 @@ func Visible[T any](ctx context.Context, k *Keys, items []T, session func(T) str
 	return out, nil
 }
 
-// operatorOnly are the routes no key may use, by the start of their path:
-// the keys themselves, the providers' credentials (the whole server's),
-// and the terminals (a shell on the server reaches every session's
-// workspace).
-var operatorOnly = []string{"/key", "/auth/", "/api/credential/", "/api/integration/", "/pty", "/api/pty"}
+// operatorOnly are the routes no key may use, by the start of their path
+// (and their method, where one is named): the keys themselves, the
+// providers' credentials (the whole server's), the terminals (a shell on
+// the server reaches every session's workspace), the control of the TUIs
+// attached to the server (the operator's screens; their events reach
+// every stream), and MCP servers added, connected or disconnected (the
+// whole server's tools). What a key may read of the server (its
+// configuration, its MCP servers' state) stays readable.
+var operatorOnly = []string{"/key", "/auth/", "/api/credential/", "/api/integration/", "/pty", "/api/pty", "/tui",
+	"POST /mcp", "DELETE /mcp", "POST /global/dispose"}
 
-// OperatorOnly reports whether the route pattern is the operator's alone.
-func OperatorOnly(pattern string) bool {
+// OperatorOnly reports whether the route (its method and pattern) is the
+// operator's alone.
+func OperatorOnly(method, pattern string) bool {
 	for _, p := range operatorOnly {
+		if m, path, ok := strings.Cut(p, " "); ok {
+			if m != method {
+				continue
+			}
+			p = path
+		}
 		if pattern == p || strings.HasPrefix(pattern, p) && (strings.HasSuffix(p, "/") || pattern[len(p)] == '/') {
 			return true
 		}

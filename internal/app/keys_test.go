@@ -102,7 +102,7 @@ func (k *keyed) sessionRoutes() [][2]string {
 	}
 	var out [][2]string
 	for p, methods := range doc.Paths {
-		if !strings.HasPrefix(p, "/session/{id}") && !strings.Contains(p, "{sessionID}") {
+		if !strings.Contains(p, "/session/{id}") && !strings.Contains(p, "{sessionID}") {
 			continue
 		}
 		for m := range methods {
@@ -197,6 +197,14 @@ func TestKeySeesOnlyItsSessions(t *testing.T) {
 	if code, _ := k.raw("POST", "/session", bob.Token, `{"parentID":"`+sid+`"}`); code != http.StatusBadRequest {
 		t.Errorf("Bob makes a child of Alice's session: %d", code)
 	}
+	// Routes that name a session in their body.
+	for _, p := range []string{"/experimental/workspace/warp"} {
+		code, got := k.raw("POST", p, bob.Token, `{"sessionID":"`+sid+`"}`)
+		wantCode, want := k.raw("POST", p, bob.Token, `{"sessionID":"`+ghost+`"}`)
+		if code != http.StatusNotFound || code != wantCode || !bytes.Equal(bytes.ReplaceAll(got, []byte(sid), []byte(ghost)), want) {
+			t.Errorf("POST %s with another key's session: %d %s; for no session: %d %s", p, code, got, wantCode, want)
+		}
+	}
 	if err := alice.ReplyPermission(ctx, req.ID, "once", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +234,7 @@ func TestKeySeesOnlyItsSessions(t *testing.T) {
 // reads, while its run waits on an ask.
 func (k *keyed) mustList(token, sid string, want bool) {
 	k.t.Helper()
-	for _, p := range []string{"/session", "/session/status", "/session/active", "/permission", "/api/session",
+	for _, p := range []string{"/session", "/session/status", "/session/active", "/permission", "/experimental/session", "/api/session",
 		"/api/session/active", "/api/permission/request"} {
 		code, body := k.raw("GET", p, token, "")
 		if code != 200 || strings.Contains(string(body), sid) != want {
@@ -299,7 +307,9 @@ func TestKeysAreTheOperators(t *testing.T) {
 	k := startKeyed(t, func(c *app.Config) { c.AccessLog, c.Logger = true, slog.New(slog.NewJSONHandler(logs, nil)) })
 	ctx := t.Context()
 	made, ci := k.key("ci", "own", &client.Budget{Tokens: 1000})
-	for _, rt := range [][2]string{{"GET", "/key"}, {"POST", "/key"}, {"DELETE", "/key/ci"}, {"PATCH", "/key/ci"}, {"PUT", "/auth/openai"}, {"GET", "/pty"}} {
+	for _, rt := range [][2]string{{"GET", "/key"}, {"POST", "/key"}, {"DELETE", "/key/ci"}, {"PATCH", "/key/ci"}, {"PUT", "/auth/openai"}, {"GET", "/pty"},
+		{"POST", "/tui/publish"}, {"POST", "/tui/select-session"}, {"GET", "/tui/control/next"}, {"POST", "/mcp"},
+		{"POST", "/mcp/x/disconnect"}, {"POST", "/global/dispose"}, {"GET", "/api/pty"}} {
 		body := ""
 		if rt[0] == "POST" || rt[0] == "PUT" || rt[0] == "PATCH" {
 			body = `{"name":"x"}`

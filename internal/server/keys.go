@@ -188,12 +188,12 @@ type gate struct {
 	missing  func(w http.ResponseWriter, sessionID string)
 }
 
-// gateOf is a route's gate: v1 routes name a session as /session/{id},
-// opencode 2's as {sessionID}.
+// gateOf is a route's gate: v1 routes name a session as /session/{id}
+// (also under /experimental), opencode 2's as {sessionID}.
 func (s *Server) gateOf(rt route) gate {
-	g := gate{operator: access.OperatorOnly(rt.pattern)}
+	g := gate{operator: access.OperatorOnly(rt.method, rt.pattern)}
 	switch {
-	case strings.HasPrefix(rt.pattern, "/session/{id}"):
+	case strings.Contains(rt.pattern, "/session/{id}"):
 		g.param = "id"
 	case strings.Contains(rt.pattern, "{sessionID}"):
 		g.param = "sessionID"
