@@ -179,3 +179,37 @@ func TestRevokedKeyRefusedOnEveryNode(t *testing.T) {
 	}
 	t.Logf("refused on the other node %v after the revocation", time.Since(revoked).Round(time.Millisecond))
 }
+
+// TestKeyMayOnlyTightenBudget: the caps the operator puts on a key's
+// session bind the key: it may lower them, not raise or lift them; it may
+// cap a session that has none.
+func TestKeyMayOnlyTightenBudget(t *testing.T) {
+	t.Parallel()
+	k := startKeyed(t)
+	ctx := t.Context()
+	_, bot := k.key("bot", "own", nil)
+	sess, err := bot.CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bot.SetSessionBudget(ctx, sess.ID, &client.Budget{Tokens: 500}); err != nil {
+		t.Fatalf("a key caps its session: %v", err)
+	}
+	if _, err := k.op.SetSessionBudget(ctx, sess.ID, &client.Budget{Tokens: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*client.Budget{{Tokens: 200}, {Cost: 5}, nil} {
+		if _, err := bot.SetSessionBudget(ctx, sess.ID, b); !isStatus(err, 403) {
+			t.Errorf("the key sets %+v over the operator's 100 tokens: %v, want 403", b, err)
+		}
+	}
+	if _, err := bot.SetSessionBudget(ctx, sess.ID, &client.Budget{Tokens: 80, Cost: 1}); err != nil {
+		t.Errorf("the key lowers the cap: %v", err)
+	}
+	if got, err := k.op.Session(ctx, sess.ID); err != nil || got.Budget == nil || got.Budget.Tokens != 80 {
+		t.Errorf("the session's budget: %+v, %v", got.Budget, err)
+	}
+	if _, err := k.op.SetSessionBudget(ctx, sess.ID, nil); err != nil {
+		t.Errorf("the operator lifts the caps: %v", err)
+	}
+}

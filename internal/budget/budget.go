@@ -145,3 +145,13 @@ func Valid(b core.Budget) error {
 	}
 	return nil
 }
+
+// Within reports whether the caps next allow no more than prev: each
+// figure prev caps is capped in next too, at most as high. An API key may
+// change its session's budget only so (the operator's caps bind it).
+func Within(next, prev core.Budget) bool {
+	if prev.Tokens > 0 && (next.Tokens <= 0 || next.Tokens > prev.Tokens) {
+		return false
+	}
+	return prev.Cost <= 0 || next.Cost > 0 && next.Cost <= prev.Cost
+}

@@ -220,10 +220,14 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 	}
 	id := r.PathValue("id")
 	var out core.Session
+	var refused *apiError
 	err := s.st.Tx(r.Context(), func(tx store.Tx) error {
 		sess, err := tx.Session(r.Context(), id)
 		if err != nil {
 			return err
+		}
+		if refused = keyMayBudget(r.Context(), in.Budget, sess.Budget); refused != nil {
+			return refused
 		}
 		if in.Title != nil {
 			sess.Title = *in.Title
@@ -242,11 +246,25 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 		err = tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionUpdated, core.SessionProps{SessionID: sess.ID, Info: sess}))
 		return err
 	})
+	if refused != nil {
+		return refused
+	}
 	if err != nil {
 		return s.storeErr(err, "session "+id)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// keyMayBudget refuses a key's change of a session's budget that raises
+// or lifts a cap: the caps bind the key (it may set them where there are
+// none, or lower them); the operator changes them as it likes.
+func keyMayBudget(ctx context.Context, next, prev *core.Budget) *apiError {
+	if next == nil || prev == nil || access.CallerOf(ctx) == nil || budget.Within(*next, *prev) {
+		return nil
+	}
+	return &apiError{status: http.StatusForbidden, name: "ForbiddenError",
+		msg: "an API key may lower a session's budget, not raise or lift it: ask the operator"}
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) *apiError {
