@@ -85,45 +85,55 @@ func cmdKey(ctx context.Context, args []string) error {
 	if (sub == "revoke" || sub == "budget") != (target != "") {
 		return usageError(fs, "revoke and budget take one key (id or name); create and list take none")
 	}
+	if sub == "create" && *sessions != "own" && *sessions != "all" {
+		return usageError(fs, fmt.Sprintf("--sessions %q: want own or all", *sessions))
+	}
+	done, err := keySub(ctx, admin, sub, target, access.Spec{Name: *name, All: *sessions == "all", Budget: b}, *asJSON)
+	if !done {
+		return usageError(fs, fmt.Sprintf("unknown subcommand %q: want create, list, revoke or budget", sub))
+	}
+	return err
+}
+
+// keySub runs one subcommand of key (spec is create's; its budget is
+// budget's too); done is false for an unknown one.
+func keySub(ctx context.Context, admin keyAdmin, sub, target string, spec access.Spec, asJSON bool) (done bool, err error) {
 	switch sub {
 	case "create":
-		if *sessions != "own" && *sessions != "all" {
-			return usageError(fs, fmt.Sprintf("--sessions %q: want own or all", *sessions))
-		}
-		k, err := admin.create(ctx, access.Spec{Name: *name, All: *sessions == "all", Budget: b})
+		k, err := admin.create(ctx, spec)
 		if err != nil {
-			return err
+			return true, err
 		}
-		if *asJSON {
-			return printJSON(k)
+		if asJSON {
+			return true, printJSON(k)
 		}
 		printMade(os.Stdout, k)
-		return nil
+		return true, nil
 	case "list":
 		list, err := admin.list(ctx)
-		if err != nil || *asJSON {
+		if err != nil || asJSON {
 			if err == nil {
 				err = printJSON(list)
 			}
-			return err
+			return true, err
 		}
-		return printKeys(os.Stdout, list)
+		return true, printKeys(os.Stdout, list)
 	case "revoke", "budget":
 		var k access.KeyInfo
 		if sub == "revoke" {
 			k, err = admin.revoke(ctx, target)
 		} else {
-			k, err = admin.budget(ctx, target, b)
+			k, err = admin.budget(ctx, target, spec.Budget)
 		}
-		if err != nil || *asJSON {
+		if err != nil || asJSON {
 			if err == nil {
 				err = printJSON(k)
 			}
-			return err
+			return true, err
 		}
-		return printKeys(os.Stdout, []access.KeyInfo{k})
+		return true, printKeys(os.Stdout, []access.KeyInfo{k})
 	}
-	return usageError(fs, fmt.Sprintf("unknown subcommand %q: want create, list, revoke or budget", sub))
+	return false, nil
 }
 
 // parseBudget reads tokens=N,cost=USD (either, in any order; "" or none:

@@ -15,7 +15,20 @@ import (
 // is deleted), and a session's owner is kept beside its JSON and lists by
 // it.
 func testAPIKeys(t *testing.T, s store.Store, reopen func() store.Store) {
-	hash := bytes.Repeat([]byte{7}, 32)
+	twin := apiKeysMade(t, s)
+	mine := apiKeysOwned(t, s)
+	apiKeysRevoked(t, s, mine, twin)
+	apiKeysReopened(t, reopen())
+}
+
+// keyHash is the hash the test keys are stored with.
+var keyHash = bytes.Repeat([]byte{7}, 32)
+
+// apiKeysMade makes key_ci (own sessions, a budget) and key_ops (all
+// sessions) and returns a second key named ci, refused while key_ci is
+// valid.
+func apiKeysMade(t *testing.T, s store.Store) store.APIKey {
+	hash := keyHash
 	ci := store.APIKey{ID: "key_ci", Name: "ci", Hash: hash, Budget: core.Budget{Tokens: 100, Cost: 0.5}, Created: 10}
 	all := store.APIKey{ID: "key_ops", Name: "ops", Hash: hash, AllSessions: true, Created: 11}
 	mustTx(t, s, func(tx store.Tx) error {
@@ -37,7 +50,12 @@ func testAPIKeys(t *testing.T, s store.Store, reopen func() store.Store) {
 	if _, err := s.APIKey(ctx(t), "key_nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown key: %v", err)
 	}
+	return twin
+}
 
+// apiKeysOwned makes sessions of key_ci, key_ops and the operator, charges
+// runs of key_ci's and the operator's, and returns key_ci's.
+func apiKeysOwned(t *testing.T, s store.Store) core.Session {
 	mine := NewSession("/w", 1)
 	mine.Owner = "key_ci"
 	theirs := NewSession("/w", 2)
@@ -72,7 +90,12 @@ func testAPIKeys(t *testing.T, s store.Store, reopen func() store.Store) {
 	if err != nil || len(list) != 1 || list[0].ID != mine.ID || list[0].Owner != "key_ci" {
 		t.Fatalf("sessions of key_ci: %+v, %v", list, err)
 	}
+	return mine
+}
 
+// apiKeysRevoked deletes key_ci's session, revokes key_ci twice and makes
+// the twin under its name.
+func apiKeysRevoked(t *testing.T, s store.Store, mine core.Session, twin store.APIKey) {
 	mustTx(t, s, func(tx store.Tx) error {
 		if err := tx.DeleteSession(ctx(t), mine.ID); err != nil {
 			return err
@@ -89,8 +112,11 @@ func testAPIKeys(t *testing.T, s store.Store, reopen func() store.Store) {
 		t.Fatalf("budget of an unknown key: %v", err)
 	}
 	mustTx(t, s, func(tx store.Tx) error { return tx.InsertAPIKey(ctx(t), twin) })
+}
 
-	keys, err := reopen().APIKeys(ctx(t))
+// apiKeysReopened reads the keys back from a reopened store.
+func apiKeysReopened(t *testing.T, s store.Store) {
+	keys, err := s.APIKeys(ctx(t))
 	if err != nil || len(keys) != 3 {
 		t.Fatalf("keys after reopen: %+v, %v", keys, err)
 	}
