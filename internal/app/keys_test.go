@@ -211,6 +211,15 @@ func TestKeySeesOnlyItsSessions(t *testing.T) {
 	if st := k.waitIdle(sid); st.Last.Outcome != core.RunSucceeded {
 		t.Fatalf("Alice's run: %+v", st.Last)
 	}
+	// A copy is its maker's (and spends its maker's budget): Alice does
+	// not see the copy a key of all sessions made of her session.
+	fork, err := ops.Fork(ctx, sid, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Session(ctx, fork.ID); !isStatus(err, http.StatusNotFound) {
+		t.Errorf("Alice reads the copy ops made: %v, want 404", err)
+	}
 
 	// Bob's streams end at a session of his own; nothing of Alice's came
 	// before it. Alice's replay holds her session (the filter is what
