@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
@@ -193,4 +194,41 @@ func (k *Keys) EventFilter(ctx context.Context) func(core.Event) bool {
 		}
 		return owner == c.KeyID
 	}
+}
+
+// watchEvery is how often Watch reads the key again; what it reads is at
+// most Staleness old, so a revocation ends the stream within
+// Staleness + watchEvery.
+const watchEvery = Staleness / 2
+
+// Watch returns a context that ends with ctx and, for a request made with
+// a key, once the key is revoked (or gone): a stream opened with a key
+// ends with its revocation, on every node, instead of serving the key for
+// as long as the connection lasts. stop releases what Watch started and
+// must be called.
+func (k *Keys) Watch(ctx context.Context) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	c := CallerOf(ctx)
+	if c == nil || k == nil {
+		return ctx, cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(watchEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			key, err := k.read(ctx, c.KeyID)
+			if errors.Is(err, store.ErrNotFound) || err == nil && key.Revoked != 0 {
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, func() { cancel(); <-done }
 }

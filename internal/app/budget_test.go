@@ -157,10 +157,12 @@ func TestRevokedKeyRefusedOnEveryNode(t *testing.T) {
 	a := startKeyed(t, withDB)
 	b := startKeyed(t, withDB)
 	made, _ := a.key("bot", "own", nil)
-	// b knows the key (and remembers it) before the revocation.
+	// b knows the key (and remembers it) before the revocation, and
+	// serves it event streams of both dialects.
 	if code, _ := b.raw("GET", "/session", made.Token, ""); code != 200 {
 		t.Fatalf("the key on the other node: %d", code)
 	}
+	streams := []*sseReader{b.openStream("/event", made.Token), b.openStream("/api/event", made.Token)}
 	if _, err := a.op.RevokeKey(t.Context(), made.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +180,14 @@ func TestRevokedKeyRefusedOnEveryNode(t *testing.T) {
 		}
 	}
 	t.Logf("refused on the other node %v after the revocation", time.Since(revoked).Round(time.Millisecond))
+	// The streams it opened before end too.
+	for _, s := range streams {
+		s.drain()
+		if time.Since(revoked) > time.Second {
+			t.Errorf("a stream of the revoked key still open %v after", time.Since(revoked))
+		}
+	}
+	t.Logf("streams ended on the other node %v after the revocation", time.Since(revoked).Round(time.Millisecond))
 }
 
 // TestKeyMayOnlyTightenBudget: the caps the operator puts on a key's

@@ -292,6 +292,13 @@ func (k *keyed) openStream(path, token string) *sseReader {
 	return s
 }
 
+// drain reads the stream until it ends (the server ended it, or the
+// reader's 30 s ran out).
+func (s *sseReader) drain() {
+	for range s.lines {
+	}
+}
+
 // until returns the stream's data lines up to the first that holds mark.
 func (s *sseReader) until(mark string) string {
 	s.t.Helper()
