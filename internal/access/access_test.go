@@ -74,7 +74,8 @@ func TestTokenStoredHashed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret := token[strings.LastIndexByte(token, '_')+1:]
+	// agd_<16 hex>_<secret>: the secret's alphabet holds '_' too.
+	secret := token[len("agd_")+idHexLen+1:]
 	if sum := sha256.Sum256([]byte(secret)); string(stored.Hash) != string(sum[:]) || strings.Contains(string(stored.Hash), secret) {
 		t.Fatalf("stored hash %x is not the secret's SHA-256", stored.Hash)
 	}
