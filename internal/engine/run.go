@@ -261,8 +261,8 @@ func (r *runner) nextStep(ctx context.Context) (outcome, bool, bool) {
 		o, ok := r.cancelled(ctx, err)
 		return o, ok, true
 	}
-	if o, over := r.overBudget(ctx); over {
-		return o, true, true
+	if o, ok, done := r.overBudget(ctx); done {
+		return o, ok, true
 	}
 	if r.needsCompaction(history) {
 		if o, done := r.compact(ctx, false); done {
@@ -314,10 +314,13 @@ func (r *runner) afterTools(ctx context.Context) (outcome, bool, bool) {
 
 // overBudget asks Config.Budget whether the run may call the model again:
 // what it spent so far is on its messages (the step just ended is on
-// r.step, fresher than its stored copy).
-func (r *runner) overBudget(ctx context.Context) (outcome, bool) {
+// r.step, fresher than its stored copy). done, with ok and the outcome as
+// nextStep returns them, when the run must not call the model: its budget
+// is spent, or the check could not be made (a run stopping for shutdown
+// or fencing is not ok, and is left to its next owner).
+func (r *runner) overBudget(ctx context.Context) (_ outcome, ok, done bool) {
 	if r.e.cfg.Budget == nil {
-		return outcome{}, false
+		return outcome{}, false, false
 	}
 	var last *core.Message
 	if r.step != nil {
@@ -325,12 +328,13 @@ func (r *runner) overBudget(ctx context.Context) (outcome, bool) {
 	}
 	failure, err := r.e.cfg.Budget.Check(ctx, r.run.SessionID, budget.RunSpend(r.own, last))
 	if err != nil {
-		return r.cancelled(ctx, err)
+		o, ok := r.cancelled(ctx, err)
+		return o, ok, true
 	}
 	if failure == nil {
-		return outcome{}, false
+		return outcome{}, false, false
 	}
-	return outcome{state: core.RunFailed, reason: core.ReasonBudgetExceeded, err: failure}, true
+	return outcome{state: core.RunFailed, reason: core.ReasonBudgetExceeded, err: failure}, true, true
 }
 
 var errAlreadyEnded = errors.New("run already ended")
