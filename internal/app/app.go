@@ -20,7 +20,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/credential"
@@ -273,6 +275,10 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	st.SetCommitHook(hub.Publish)
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	met.Init(knownLabels(cfg, tools))
+	if cfg.Engine.Budget == nil {
+		cfg.Engine.Budget = budget.New(st)
+	}
+	keys := access.New(st)
 	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
 	if err := eng.Start(ctx); err != nil {
 		release()
@@ -299,9 +305,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed, Cluster: clusterOf(db)},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
-		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks),
+		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks), Keys: keys,
 	})
-	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms), hooks)
+	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms), hooks, keys)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		terms.Stop()

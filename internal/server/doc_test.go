@@ -188,6 +188,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	doomed := session()
 	mover := session()
 	quiet := session()
+	mustJSON("POST", "/key", `{"name":"dockey"}`)
 	ptyID := mustJSON("POST", "/pty", `{"command":"/bin/sh","args":["-c","read x"]}`)["id"].(string)
 	// A turn whose message and parts are edited and deleted.
 	sEdit := session()
@@ -263,6 +264,9 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /sync/history":                          {body: `{}`},
 		"POST /sync/replay":                           {body: `{"directory":"/","events":[]}`},
 		"POST /sync/steal":                            {body: `{"sessionID":"` + s1 + `"}`},
+		"POST /key":                                   {body: `{"name":"ci","sessions":"all","budget":{"tokens":1000,"cost":2}}`},
+		"PATCH /key/{id}":                             {path: "/key/dockey", body: `{"budget":{"cost":5}}`},
+		"DELETE /key/{id}":                            {path: "/key/dockey"},
 	}
 	// The webhooks' routes.
 	recipes["POST /webhook"] = recipe{body: `{"url":"https://example.com/hook","sessionID":"` + quiet + `","events":["ask.waiting"]}`}

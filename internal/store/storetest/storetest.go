@@ -52,6 +52,7 @@ func Exercise(t *testing.T, open Opener) {
 		"EventsBoundedByBytes":  testEventsByBytes,
 		"Todos":                 testTodos,
 		"RevertJournal":         testRevertJournal,
+		"APIKeys":               testAPIKeys,
 		"RetireMessage":         testRetireMessage,
 		"RetirePart":            testRetirePart,
 		"KeepPart":              testKeepPart,
