@@ -3,8 +3,10 @@ package app
 import (
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/tool"
 )
 
 // Setup names where a server's configuration comes from. serve and run
@@ -58,10 +60,17 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	base.Engine.GlobalDir = s.GlobalDir
 	base.Sandbox = sandboxFrom(s, &loaded)
 	base.Terminals = terminalsFrom(s, &loaded)
+	if base.Plugins, err = pluginsFrom(s, &loaded); err != nil {
+		return base, loaded, err
+	}
 	base.ConfigFiles = loaded.Used
 	base.Engine.Resume = true
 	if err := base.Apply(loaded.File, s.Workspace); err != nil {
 		return base, loaded, err
+	}
+	base.Plugins.Config = loaded.File
+	if set := loaded.File.Agentd.Plugins; set != nil && len(set.Env) > 0 {
+		base.Plugins.Env = tool.NewEnv(append(config.KeyVars(), loaded.File.EnvRefs...), append(slices.Clone(loaded.File.Agentd.ToolEnv), set.Env...))
 	}
 	return base, loaded, nil
 }

@@ -50,6 +50,14 @@ func (f File) Validate() error {
 			return fmt.Errorf("agentd.terminal.shell %q: want an absolute path", tm.Shell)
 		}
 	}
+	if pl := a.Plugins; pl != nil {
+		if err := positiveDuration("agentd.plugins.timeout", pl.Timeout); err != nil {
+			return err
+		}
+		if err := positiveDuration("agentd.plugins.toolTimeout", pl.ToolTimeout); err != nil {
+			return err
+		}
+	}
 	for name, ag := range f.Agent {
 		if ag.Steps < 0 || ag.MaxSteps < 0 {
 			return fmt.Errorf("agent.%s.steps: want a positive count", name)

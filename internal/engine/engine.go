@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
@@ -119,9 +120,15 @@ type Config struct {
 	// differ (see own.go). It costs a read of the run's messages a step:
 	// for tests.
 	CheckHistory bool
+	// Hooks are the plugins' hooks (package plugin), called at opencode's
+	// call points; nil: none.
+	Hooks plugin.Hooks
 }
 
 func (c *Config) setDefaults() {
+	if c.Hooks == nil {
+		c.Hooks = plugin.None{}
+	}
 	if c.Tracer == nil {
 		c.Tracer = noop.NewTracerProvider().Tracer("")
 	}

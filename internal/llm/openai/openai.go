@@ -303,8 +303,11 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	var res *http.Response
 	// The empty params encode as {}; the body option replaces them, and
 	// the response is left unread for the stream.
-	_, err = p.chat.New(ctx, sdk.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", b), option.WithResponseBodyInto(&res))
+	opts := []option.RequestOption{option.WithRequestBody("application/json", b), option.WithResponseBodyInto(&res)}
+	for k, v := range req.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	_, err = p.chat.New(ctx, sdk.ChatCompletionNewParams{}, opts...)
 	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(res), err)
 	defer stream.Close()
 	type call struct {

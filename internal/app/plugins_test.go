@@ -1,0 +1,264 @@
+package app_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/fakellm"
+	"github.com/agentd/agentd/internal/plugin"
+	"github.com/agentd/agentd/internal/testenv"
+)
+
+// pluginFolder is a plugin folder for a test: test/plugins' node_modules
+// (Bun, @opencode-ai/plugin and SDK, the published plugins) linked in, and
+// the named test plugins of internal/plugin/testdata copied beside them,
+// so that their imports resolve as an installed plugin's do.
+func pluginFolder(t *testing.T, files ...string) (dir string, specs []plugin.Spec) {
+	t.Helper()
+	if !testenv.Plugins.Have() {
+		testenv.Skip(t, testenv.Plugins, "plugins need Bun and @opencode-ai/plugin")
+	}
+	dir = t.TempDir()
+	mods, err := filepath.Abs(testenv.PluginModules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("..", "plugin", "testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "local", f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, plugin.Spec{Spec: "./local/" + f, Path: p})
+	}
+	return dir, specs
+}
+
+// headerLog keeps the headers of the model calls the fake received.
+type headerLog struct {
+	mu  sync.Mutex
+	got []http.Header
+}
+
+func (h *headerLog) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.got = append(h.got, r.Header.Clone())
+		h.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// fakeModelNode starts a node whose default model is the fake provider,
+// recording requests, with opts applied last.
+func fakeModelNode(t *testing.T, opts ...option) (*node, *fakellm.Server, *headerLog) {
+	t.Helper()
+	fake := fakellm.New(fakellm.Options{Second: 20 * time.Millisecond, Record: true})
+	headers := &headerLog{}
+	hs := httptest.NewServer(headers.wrap(fake.Handler()))
+	t.Cleanup(hs.Close)
+	f, err := config.Parse([]byte(`{"model": "fake/fake-model", "provider": {"fake": {"npm": "@ai-sdk/openai-compatible",
+	  "options": {"baseURL": "` + hs.URL + `/v1", "apiKey": "k"}, "models": {"fake-model": {"limit": {"context": 100000, "output": 4096}}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, def, err := f.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]option{func(c *app.Config) {
+		c.Models, c.Engine.DefaultModel = models, def
+		c.Plugins.Config = map[string]any{"model": "fake/fake-model"}
+	}}, opts...)
+	return startNode(t, all...), fake, headers
+}
+
+// readLog reads the lines the test plugin wrote.
+func readLog(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestPluginEveryHook: the test plugin's every hook has its effect, each
+// where opencode calls it: chat.message's part is stored with the prompt,
+// tool.definition, the system transform, chat.params and chat.headers
+// reach the model, tool.execute.before's arguments are recorded with the
+// call and after's output with its result, a plugin's tool is offered and
+// called (its metadata, its context), shell.env's variable reaches bash,
+// permission.ask turns an allowed command into a question, events arrive
+// once each, the config hook sees the configuration, a stuck hook fails
+// its call after the timeout without holding the run, and dispose runs at
+// the node's stop.
+func TestPluginEveryHook(t *testing.T) {
+	t.Parallel()
+	dir, specs := pluginFolder(t, "everyhook.js")
+	logPath := filepath.Join(t.TempDir(), "plugin.log")
+	specs[0].Options = map[string]any{"log": logPath}
+	n, fake, headers := fakeModelNode(t, func(c *app.Config) {
+		c.Plugins.Specs, c.Plugins.Dir, c.Plugins.Timeout = specs, dir, 2*time.Second
+	})
+	ctx := t.Context()
+	sid := n.session()
+
+	m := n.send(sid, "[note]\n"+`tool:echo:{"text":"hi"}`+"\nreply:done")
+	if !strings.HasPrefix(textOf(m), "done") {
+		t.Fatalf("answer = %q", textOf(m))
+	}
+	msgs, err := n.c.Messages(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasText(msgs[0], "a note the plugin added") {
+		t.Errorf("chat.message: the prompt's parts are %+v", msgs[0].Parts)
+	}
+	p := n.lastToolPart(sid)
+	if p == nil || string(p.State.Input) != `{"text":"hi (before)"}` || p.State.Output != "hi (before) (after)" ||
+		p.State.Title != "title from the plugin" || p.State.Metadata["plugin"] != true {
+		t.Errorf("tool.execute.before/after: the call is %+v", p)
+	}
+	body := ""
+	for _, r := range fake.Recorded() {
+		if strings.Contains(string(r.Body), `"tools"`) && body == "" {
+			body = string(r.Body) // the first step's (a title's is in parallel)
+		}
+	}
+	for _, want := range []string{`"temperature":0.42`, `"reasoning_effort":"low"`, "SYSTEM LINE FROM THE PLUGIN", "[defined by the plugin]", `"plugin_add"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the model's request lacks %s: %s", want, body)
+		}
+	}
+	headers.mu.Lock()
+	var got []string
+	for _, h := range headers.got {
+		got = append(got, h.Get("X-Plugin-Header"))
+	}
+	headers.mu.Unlock()
+	if !slices.Contains(got, "from-plugin "+sid) {
+		t.Errorf("chat.headers: x-plugin-header = %q", got)
+	}
+
+	n.send(sid, `tool:plugin_add:{"a":1,"b":2}`+"\nreply:added")
+	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolCompleted || p.State.Output != "3" ||
+		p.State.Title != "sum" || p.State.Metadata["session"] != sid || p.State.Metadata["agent"] != "build" {
+		t.Errorf("the plugin's tool: %+v", p)
+	}
+
+	n.send(sid, `tool:bash:{"command":"echo var=$PLUGIN_SHELL_VAR","description":"env"}`+"\nreply:ok")
+	if p := n.lastToolPart(sid); p == nil || !strings.Contains(p.State.Output, "var=set-by-plugin") {
+		t.Errorf("shell.env: bash printed %+v", p)
+	}
+
+	start := time.Now()
+	n.send(sid, `tool:count:{}`+"\nreply:after the stuck hook")
+	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolError || !strings.Contains(p.State.Error, "tool.execute.before") ||
+		!strings.Contains(p.State.Error, "no answer within 2s") {
+		t.Errorf("a stuck hook: the call is %+v", p)
+	}
+	if n.counts.Load() != 0 {
+		t.Error("the tool ran though its before hook never answered")
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the stuck hook held the run %s", d)
+	}
+
+	askedPermission(t, n, sid)
+
+	n.stop()
+	lines := readLog(t, logPath)
+	seen := map[string]int{}
+	var config, disposed, inits bool
+	for _, l := range lines {
+		if id, ok := l["id"].(string); ok && id != "" {
+			seen[id]++
+		}
+		config = config || l["config"] == "fake/fake-model"
+		disposed = disposed || l["disposed"] == true
+		inits = inits || l["init"] != nil
+	}
+	if !config || !disposed || !inits {
+		t.Errorf("config hook %v, dispose %v, init %v: %v", config, disposed, inits, lines)
+	}
+	if len(seen) < 10 {
+		t.Errorf("the event hook saw %d events", len(seen))
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Errorf("event %s delivered %d times", id, k)
+		}
+	}
+}
+
+func hasText(m client.MessageWithParts, text string) bool {
+	for _, p := range m.Parts {
+		if p.Type == core.PartText && p.Text == text {
+			return true
+		}
+	}
+	return false
+}
+
+// askedPermission: permission.ask makes a command the rules allow ask.
+func askedPermission(t *testing.T, n *node, sid string) {
+	t.Helper()
+	ctx := t.Context()
+	if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: `tool:bash:{"command":"echo ask-me","description":"x"}` + "\nreply:asked"}); err != nil {
+		t.Fatal(err)
+	}
+	var asks []client.PermissionRequest
+	for deadline := time.Now().Add(10 * time.Second); len(asks) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		all, err := n.c.Permissions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range all {
+			if a.SessionID == sid {
+				asks = append(asks, a)
+			}
+		}
+	}
+	if len(asks) != 1 || asks[0].Permission != "bash" {
+		t.Fatalf("permission.ask: pending asks %+v", asks)
+	}
+	if err := n.c.ReplyPermission(ctx, asks[0].ID, core.ReplyOnce, ""); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(sid)
+	if p := n.lastToolPart(sid); p == nil || !strings.Contains(p.State.Output, "ask-me") {
+		t.Errorf("the asked command: %+v", p)
+	}
+}
