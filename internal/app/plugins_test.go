@@ -262,3 +262,55 @@ func askedPermission(t *testing.T, n *node, sid string) {
 		t.Errorf("the asked command: %+v", p)
 	}
 }
+
+// TestPluginHostCrash: a host that dies during a plugin tool's call ends
+// that call failed (the run goes on, the model sees why), is started again
+// with backoff, and its tools work again; a plugin tool's context.ask is a
+// durable permission request like any call's.
+func TestPluginHostCrash(t *testing.T) {
+	t.Parallel()
+	dir, specs := pluginFolder(t, "everyhook.js")
+	specs[0].Options = map[string]any{"log": filepath.Join(t.TempDir(), "plugin.log")}
+	n, _, _ := fakeModelNode(t, func(c *app.Config) {
+		c.Plugins.Specs, c.Plugins.Dir = specs, dir
+		c.Engine.Permission = append(c.Engine.Permission, core.Rule{Permission: "plugin_add", Pattern: "*", Action: core.ActionAsk})
+	})
+	sid := n.session()
+	m := n.send(sid, `tool:plugin_crash:{}`+"\nreply:went on")
+	if !strings.HasPrefix(textOf(m), "went on") {
+		t.Errorf("the run after the crash answered %q", textOf(m))
+	}
+	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolError || !strings.Contains(p.State.Error, "plugin host crashed") {
+		t.Errorf("the crashed call: %+v", p)
+	}
+	var p *core.Part
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		n.send(sid, `tool:plugin_add:{"a":2,"b":3}`+"\nreply:ok")
+		if p = n.lastToolPart(sid); p != nil && p.State.Output == "5" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the supervisor's backoff: each try is a new run
+	}
+	if p == nil || p.State.Output != "5" {
+		t.Fatalf("after the restart, the plugin's tool: %+v", p)
+	}
+
+	ctx := t.Context()
+	if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: `tool:plugin_add:{"a":-1,"b":3}` + "\nreply:asked"}); err != nil {
+		t.Fatal(err)
+	}
+	var asks []client.PermissionRequest
+	for deadline := time.Now().Add(10 * time.Second); len(asks) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		asks, _ = n.c.Permissions(ctx)
+	}
+	if len(asks) != 1 || asks[0].Permission != "plugin_add" || asks[0].Patterns[0] != "-1" {
+		t.Fatalf("context.ask: %+v", asks)
+	}
+	if err := n.c.ReplyPermission(ctx, asks[0].ID, core.ReplyOnce, ""); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(sid)
+	if p := n.lastToolPart(sid); p == nil || p.State.Output != "2" {
+		t.Errorf("the asked plugin call: %+v", p)
+	}
+}

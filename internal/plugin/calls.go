@@ -134,7 +134,7 @@ func (h *Host) instance(ctx context.Context, p *proc, dir string) (*made, error)
 // has reports whether any plugin of the directory's instance defines the
 // hook, making the instance if needed.
 func (h *Host) has(ctx context.Context, dir, name string) (*proc, bool, error) {
-	p, err := h.current()
+	p, err := h.current(ctx)
 	if err != nil {
 		return nil, false, err
 	}

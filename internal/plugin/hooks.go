@@ -114,7 +114,7 @@ type hookCall struct {
 
 // Request implements Hooks.
 func (h *Host) Request(ctx context.Context, in StepInput, req *llm.Request) error {
-	p, err := h.current()
+	p, err := h.current(ctx)
 	if err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func (h *Host) ToolBefore(ctx context.Context, name string, call *tool.Call) *to
 	if len(calls) == 0 {
 		return nil
 	}
-	p, err := h.current()
+	p, err := h.current(ctx)
 	if err != nil {
 		return refusal(err)
 	}
@@ -314,6 +314,9 @@ func (h *Host) defines(ctx context.Context, dir, name string) (bool, error) {
 
 // ToolAfter implements Hooks.
 func (h *Host) ToolAfter(ctx context.Context, name string, call tool.Call, res *tool.Result) {
+	if res.IsError {
+		return // opencode calls it for calls that completed
+	}
 	if ok, err := h.defines(ctx, call.Directory, "tool.execute.after"); err != nil || !ok {
 		if err != nil {
 			*res = tool.Errorf(err.Error())

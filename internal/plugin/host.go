@@ -69,7 +69,8 @@ type Host struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	cur      *proc // nil while (re)starting
+	cur      *proc         // nil while (re)starting
+	up       chan struct{} // closed when cur is set again
 	ready    chan struct{}
 	stopping bool
 	cancel   context.CancelFunc
@@ -111,7 +112,8 @@ func New(opts Options) *Host {
 	if opts.Server == nil {
 		opts.Server = func() (string, map[string]string) { return "http://127.0.0.1:4096", nil }
 	}
-	h := &Host{opts: opts, log: opts.Logger.With("component", "plugin"), ready: make(chan struct{}), done: make(chan struct{})}
+	h := &Host{opts: opts, log: opts.Logger.With("component", "plugin"), ready: make(chan struct{}), done: make(chan struct{}),
+		up: make(chan struct{})}
 	h.tools = &toolSource{h: h}
 	return h
 }
@@ -153,6 +155,7 @@ func (h *Host) Start(ctx context.Context) error {
 	h.mu.Lock()
 	h.cur, h.cancel = p, cancel
 	close(h.ready)
+	close(h.up)
 	h.mu.Unlock()
 	go h.supervise(sup, p)
 	return nil
@@ -258,7 +261,7 @@ func (h *Host) supervise(ctx context.Context, p *proc) {
 			return
 		}
 		h.mu.Lock()
-		h.cur = nil
+		h.cur, h.up = nil, make(chan struct{})
 		stopping := h.stopping
 		h.mu.Unlock()
 		if stopping {
@@ -292,6 +295,7 @@ func (h *Host) supervise(ctx context.Context, p *proc) {
 			return
 		}
 		h.cur = p
+		close(h.up)
 		h.mu.Unlock()
 	}
 }
@@ -331,17 +335,35 @@ func (h *Host) kill(p *proc) {
 	}
 }
 
-// current is the running host process, or an error while it restarts.
-func (h *Host) current() (*proc, error) {
+// current is the running host process. While the host restarts after a
+// crash it waits for it, as long as a hook may take.
+func (h *Host) current(ctx context.Context) (*proc, error) {
+	h.mu.Lock()
+	p, up, stopping := h.cur, h.up, h.stopping
+	h.mu.Unlock()
+	switch {
+	case p != nil:
+		return p, nil
+	case stopping:
+		return nil, &HookError{Message: "plugin host stopped"}
+	}
+	t := time.NewTimer(h.opts.Timeout)
+	defer t.Stop()
+	select {
+	case <-up:
+		return h.current(ctx)
+	case <-t.C:
+		return nil, &HookError{Message: "plugin host is restarting after a crash and did not come back in " + h.opts.Timeout.String()}
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// running is the host process, nil while it restarts.
+func (h *Host) running() *proc {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.cur == nil {
-		if h.stopping {
-			return nil, &HookError{Message: "plugin host stopped"}
-		}
-		return nil, &HookError{Message: "plugin host is restarting after a crash"}
-	}
-	return h.cur, nil
+	return h.cur
 }
 
 // probe checks, after a call timed out, that the host still answers; a

@@ -29,8 +29,8 @@ type toolSource struct {
 // offers (a run's set-up makes its directory's instance first, through
 // DescribeFor).
 func (s *toolSource) Tools() []tool.Tool {
-	p, err := s.h.current()
-	if err != nil {
+	p := s.h.running()
+	if p == nil {
 		return s.all()
 	}
 	p.mu.Lock()
@@ -73,7 +73,7 @@ func (s *toolSource) all() []tool.Tool {
 // Tools; the engine's set-up calls it through DescribeFor too late for
 // the registry's list, so the node calls it when a run begins.
 func (h *Host) Prepare(ctx context.Context, dir string) error {
-	p, err := h.current()
+	p, err := h.current(ctx)
 	if err != nil {
 		return err
 	}
@@ -102,11 +102,12 @@ func (t *pluginTool) Schema() json.RawMessage {
 // DescribeFor implements tool.Contextual: the description of the
 // directory's own definition, "" where its plugins do not define the tool.
 func (t *pluginTool) DescribeFor(dir string, _ func(permission, pattern string) bool) string {
-	p, err := t.h.current()
+	ctx := context.Background()
+	p, err := t.h.current(ctx)
 	if err != nil {
 		return ""
 	}
-	m, err := t.h.instance(context.Background(), p, dir)
+	m, err := t.h.instance(ctx, p, dir)
 	if err != nil {
 		return ""
 	}
@@ -124,7 +125,7 @@ func (t *pluginTool) DescribeFor(dir string, _ func(permission, pattern string) 
 // signal. A host that dies during the call fails it.
 func (t *pluginTool) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	h := t.h
-	p, err := h.current()
+	p, err := h.current(ctx)
 	if err != nil {
 		return tool.Errorf(err.Error()), nil
 	}
@@ -171,8 +172,8 @@ func (t *pluginTool) Run(ctx context.Context, call tool.Call) (tool.Result, erro
 // directory (or to every instance, for events of no session). A host that
 // is restarting misses them.
 func (h *Host) Events(evs []core.Event) {
-	p, err := h.current()
-	if err != nil {
+	p := h.running()
+	if p == nil {
 		return
 	}
 	for _, ev := range evs {
