@@ -29,6 +29,9 @@ import (
 func pluginFolder(t *testing.T, files ...string) (dir string, specs []plugin.Spec) {
 	t.Helper()
 	if !testenv.Plugins.Have() {
+		if os.Getenv("AGENTD_PLUGINS_REQUIRED") != "" {
+			t.Fatal("AGENTD_PLUGINS_REQUIRED is set and test/plugins has no Bun: npm install in test/plugins")
+		}
 		testenv.Skip(t, testenv.Plugins, "plugins need Bun and @opencode-ai/plugin")
 	}
 	dir = t.TempDir()
@@ -313,4 +316,99 @@ func TestPluginHostCrash(t *testing.T) {
 	if p := n.lastToolPart(sid); p == nil || p.State.Output != "2" {
 		t.Errorf("the asked plugin call: %+v", p)
 	}
+}
+
+// publishedNode is a node running one published plugin, installed from
+// the npm registry into test/plugins (by .ci/run), unchanged.
+func publishedNode(t *testing.T, pkg string) (*node, string) {
+	t.Helper()
+	dir, _ := pluginFolder(t)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
+		testenv.Skip(t, testenv.Plugins, pkg+" is not installed")
+	}
+	ws := t.TempDir()
+	n, _, _ := fakeModelNode(t, func(c *app.Config) {
+		c.Plugins.Specs, c.Plugins.Dir = []plugin.Spec{{Spec: pkg, Path: pkg}}, dir
+		c.Directory = ws
+	})
+	return n, ws
+}
+
+// TestPublishedPlugins: three plugins from the npm registry, unchanged,
+// each doing its job against the fake model: destructive-check turns a
+// destructive command the rules allow into a question (permission.ask,
+// which opencode never calls) and answers its status tool; prompt-recorder
+// writes the session's prompts to files from the events it receives;
+// opencode-pty runs a program in a pseudo-terminal through its tools and
+// reads its output.
+func TestPublishedPlugins(t *testing.T) {
+	t.Parallel()
+	t.Run("destructive-check", func(t *testing.T) {
+		t.Parallel()
+		n, _ := publishedNode(t, "@sureshsankaran/opencode-destructive-check")
+		sid := n.session()
+		n.send(sid, `tool:destructive-check-status:{}`+"\nreply:ok")
+		if p := n.lastToolPart(sid); p == nil || !strings.Contains(p.State.Output, `"enabled": true`) {
+			t.Fatalf("its status tool: %+v", p)
+		}
+		ctx := t.Context()
+		if err := n.c.SendAsync(ctx, sid, client.Prompt{Text: `tool:bash:{"command":"git reset --hard","description":"reset"}` + "\nreply:after"}); err != nil {
+			t.Fatal(err)
+		}
+		var asks []client.PermissionRequest
+		for deadline := time.Now().Add(15 * time.Second); len(asks) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			asks, _ = n.c.Permissions(ctx)
+		}
+		if len(asks) != 1 || asks[0].Permission != "bash" {
+			t.Fatalf("a destructive command the rules allow: asks %+v", asks)
+		}
+		if err := n.c.ReplyPermission(ctx, asks[0].ID, core.ReplyReject, "no"); err != nil {
+			t.Fatal(err)
+		}
+		n.waitIdle(sid)
+		if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolError || !strings.Contains(p.State.Error, "rejected") {
+			t.Errorf("the rejected command: %+v", p)
+		}
+	})
+	t.Run("prompt-recorder", func(t *testing.T) {
+		t.Parallel()
+		n, ws := publishedNode(t, "opencode-prompt-recorder")
+		sid := n.session()
+		n.send(sid, "reply:recorded answer\nplease remember this prompt")
+		found := ""
+		for deadline := time.Now().Add(20 * time.Second); found == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			_ = filepath.WalkDir(filepath.Join(ws, ".prompts"), func(p string, d os.DirEntry, err error) error {
+				if b, _ := os.ReadFile(p); err == nil && !d.IsDir() && strings.Contains(string(b), "please remember this prompt") &&
+					strings.Contains(string(b), sid) {
+					found = p
+				}
+				return nil
+			})
+		}
+		if found == "" {
+			t.Errorf("no prompt file under %s/.prompts names the session and holds the prompt", ws)
+		}
+	})
+	t.Run("pty", func(t *testing.T) {
+		t.Parallel()
+		n, _ := publishedNode(t, "opencode-pty")
+		sid := n.session()
+		n.send(sid, `tool:pty_spawn:{"command":"bash","args":["-c","echo hello-from-pty; sleep 30"],"description":"print a line in a terminal"}`+"\nreply:ok")
+		p := n.lastToolPart(sid)
+		if p == nil || !strings.Contains(p.State.Output, "ID: pty_") {
+			t.Fatalf("pty_spawn: %+v", p)
+		}
+		id := strings.Fields(p.State.Output[strings.Index(p.State.Output, "ID: ")+4:])[0]
+		var out string
+		for deadline := time.Now().Add(15 * time.Second); !strings.Contains(out, "hello-from-pty") && time.Now().Before(deadline); {
+			n.send(sid, `tool:pty_read:{"id":"`+id+`"}`+"\nreply:ok")
+			if p := n.lastToolPart(sid); p != nil {
+				out = p.State.Output
+			}
+		}
+		if !strings.Contains(out, "hello-from-pty") {
+			t.Errorf("pty_read: %q", out)
+		}
+		n.send(sid, `tool:pty_kill:{"id":"`+id+`","cleanup":true}`+"\nreply:ok")
+	})
 }
