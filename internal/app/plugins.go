@@ -57,21 +57,7 @@ func pluginsFrom(s Setup, loaded *config.Loaded) (Plugins, error) {
 		project = filepath.Join(s.Workspace, "agentd.json")
 	}
 	isProject := func(i int) bool { return loaded.Used[i] == project && !sameFile(project, s.ConfigFile) }
-	var out Plugins
-	var set *config.Plugins
-	for i, f := range loaded.Files {
-		if f.Agentd.Plugins != nil && isProject(i) {
-			loaded.Warnings = append(loaded.Warnings, config.Problem{File: project, Key: "agentd.plugins",
-				Msg: "only the operator's files (the global agentd.json, --config) set agentd.plugins, not the project's"})
-		} else if f.Agentd.Plugins != nil {
-			set = f.Agentd.Plugins
-		}
-	}
-	if set != nil {
-		out.Dir, out.Bun, out.Workspace = set.Dir, set.Bun, set.Workspace
-		out.Timeout, _ = time.ParseDuration(set.Timeout)
-		out.ToolTimeout, _ = time.ParseDuration(set.ToolTimeout)
-	}
+	out := pluginSettings(loaded, isProject, project)
 	var dirs []string
 	if s.GlobalDir != "" {
 		dirs = append(dirs, s.GlobalDir)
@@ -106,6 +92,27 @@ func pluginsFrom(s Setup, loaded *config.Loaded) (Plugins, error) {
 		}
 	}
 	return out, nil
+}
+
+// pluginSettings are agentd.plugins of the operator's files (the last
+// that sets it); a project's is refused with a warning.
+func pluginSettings(loaded *config.Loaded, isProject func(int) bool, project string) Plugins {
+	var out Plugins
+	var set *config.Plugins
+	for i, f := range loaded.Files {
+		if f.Agentd.Plugins != nil && isProject(i) {
+			loaded.Warnings = append(loaded.Warnings, config.Problem{File: project, Key: "agentd.plugins",
+				Msg: "only the operator's files (the global agentd.json, --config) set agentd.plugins, not the project's"})
+		} else if f.Agentd.Plugins != nil {
+			set = f.Agentd.Plugins
+		}
+	}
+	if set != nil {
+		out.Dir, out.Bun, out.Workspace = set.Dir, set.Bun, set.Workspace
+		out.Timeout, _ = time.ParseDuration(set.Timeout)
+		out.ToolTimeout, _ = time.ParseDuration(set.ToolTimeout)
+	}
+	return out
 }
 
 // pluginFiles are the .js and .ts files of dir's plugin and plugins.
@@ -213,3 +220,6 @@ func pluginEvents(h *plugin.Host, shared bool, executes func(string) bool) func(
 		h.Events(evs)
 	}
 }
+
+// PluginHost is the node's plugin host, nil without plugins.
+func (a *App) PluginHost() *plugin.Host { return a.plugins }

@@ -26,7 +26,7 @@ import (
 // (Bun, @opencode-ai/plugin and SDK, the published plugins) linked in, and
 // the named test plugins of internal/plugin/testdata copied beside them,
 // so that their imports resolve as an installed plugin's do.
-func pluginFolder(t *testing.T, files ...string) (dir string, specs []plugin.Spec) {
+func pluginFolder(t testing.TB, files ...string) (dir string, specs []plugin.Spec) {
 	t.Helper()
 	if !testenv.Plugins.Have() {
 		if os.Getenv("AGENTD_PLUGINS_REQUIRED") != "" {

@@ -126,9 +126,6 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Hooks == nil {
-		c.Hooks = plugin.None{}
-	}
 	if c.Tracer == nil {
 		c.Tracer = noop.NewTracerProvider().Tracer("")
 	}
@@ -247,6 +244,9 @@ var errShutdown = errors.New("server shutting down")
 // New returns an engine. Call Start before admitting prompts.
 func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, cfg Config) *Engine {
 	cfg.setDefaults()
+	if cfg.Hooks == nil {
+		cfg.Hooks = plugin.None{}
+	}
 	if tools == nil {
 		tools = tool.NewRegistry()
 	}

@@ -110,6 +110,9 @@ func (h *Host) instance(ctx context.Context, p *proc, dir string) (*made, error)
 			m.hooks[name] = true
 		}
 		m.tools = res.Tools
+		if m.hooks["event"] {
+			h.wantEvents.Store(true)
+		}
 		if m.err != nil {
 			p.mu.Lock()
 			delete(p.known, dir)
@@ -179,7 +182,7 @@ func (h *Host) batch(ctx context.Context, p *proc, dir, sessionID string, calls 
 	var res struct {
 		Outputs []json.RawMessage `json:"outputs"`
 	}
-	err := p.conn.call(cctx, "hooks", map[string]any{"instance": h.params(dir), "sessionID": sessionID, "calls": calls}, &res)
+	err := p.conn.call(cctx, "hooks", map[string]any{"directory": dir, "sessionID": sessionID, "calls": calls}, &res)
 	if err == nil && len(res.Outputs) != len(calls) {
 		err = errors.New("the host answered for a different number of hooks")
 	}

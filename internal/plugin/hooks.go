@@ -251,11 +251,15 @@ func applyParams(req *llm.Request, out json.RawMessage) error {
 // ToolBefore implements Hooks.
 func (h *Host) ToolBefore(ctx context.Context, name string, call *tool.Call) *tool.Result {
 	var calls []hookCall
-	before, err := h.defines(ctx, call.Directory, "tool.execute.before")
+	p, err := h.current(ctx)
 	if err != nil {
 		return refusal(err)
 	}
-	shell, _ := h.defines(ctx, call.Directory, "shell.env")
+	m, err := h.instance(ctx, p, call.Directory)
+	if err != nil {
+		return refusal(err)
+	}
+	before, shell := m.hooks["tool.execute.before"], m.hooks["shell.env"]
 	var args any = map[string]any{}
 	if len(call.Input) > 0 {
 		args = json.RawMessage(call.Input)
@@ -271,10 +275,6 @@ func (h *Host) ToolBefore(ctx context.Context, name string, call *tool.Call) *to
 	}
 	if len(calls) == 0 {
 		return nil
-	}
-	p, err := h.current(ctx)
-	if err != nil {
-		return refusal(err)
 	}
 	outs, err := h.batch(ctx, p, call.Directory, call.SessionID, calls)
 	if err != nil {

@@ -77,6 +77,9 @@ type Host struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	probing  atomic.Bool
+	// wantEvents is set once an instance has an event hook: until then
+	// events are not sent at all.
+	wantEvents atomic.Bool
 	// Restarts counts the host's restarts (for tests and the log).
 	restarts atomic.Int64
 	tools    *toolSource
@@ -298,6 +301,14 @@ func (h *Host) supervise(ctx context.Context, p *proc) {
 		close(h.up)
 		h.mu.Unlock()
 	}
+}
+
+// Pid is the host process's id (0 while it restarts), for measurements.
+func (h *Host) Pid() int {
+	if p := h.running(); p != nil && p.cmd.Process != nil {
+		return p.cmd.Process.Pid
+	}
+	return 0
 }
 
 // Restarts says how often the host was started again after it died.

@@ -118,8 +118,22 @@ async function makeInstance(p) {
   }
   const tools = new Map()
   for (const h of hooks) for (const [name, def] of Object.entries(h.tool ?? {})) tools.set(name, def)
-  for (const h of hooks) await h.config?.(structuredClone(settings.config))
-  return { hooks, tools, errors }
+  for (const h of hooks) {
+    try {
+      await h.config?.(structuredClone(settings.config ?? {}))
+    } catch (err) {
+      errors.push({ spec: "config hook", error: String(err?.stack ?? err) })
+    }
+  }
+  return { hooks, tools, errors, worktree: p.worktree }
+}
+
+// made is the instance agentd made for a directory (agentd makes each
+// before its first hook or tool call, and again after a restart).
+function made(directory) {
+  const inst = instances.get(directory)
+  if (!inst) throw new Error(`no plugin instance for ${directory}`)
+  return inst
 }
 
 function instance(p) {
@@ -160,9 +174,9 @@ async function trigger(inst, name, input, output) {
 }
 
 async function runTool(p) {
-  const inst = await instance(p.instance)
+  const inst = await made(p.directory)
   const def = inst.tools.get(p.name)
-  if (!def) throw new Error(`plugin tool ${p.name} is not defined for ${p.instance.directory}`)
+  if (!def) throw new Error(`plugin tool ${p.name} is not defined for ${p.directory}`)
   let args = p.args ?? {}
   const v4 = zod && Object.values(def.args ?? {}).every((a) => a && typeof a === "object" && "_zod" in a)
   if (v4) {
@@ -175,8 +189,8 @@ async function runTool(p) {
   calls.set(p.ref, abort)
   const ctx = {
     ...p.context,
-    directory: p.instance.directory,
-    worktree: p.instance.worktree,
+    directory: p.directory,
+    worktree: inst.worktree,
     abort: abort.signal,
     metadata(m) {
       send({ method: "tool.metadata", params: { ref: p.ref, title: m?.title, metadata: m?.metadata } })
@@ -231,14 +245,14 @@ const methods = {
     return describe(await instance(p))
   },
   async hooks(p) {
-    if (p.sessionID) sessionDirs.set(p.sessionID, p.instance.directory)
-    const inst = await instance(p.instance)
+    if (p.sessionID) sessionDirs.set(p.sessionID, p.directory)
+    const inst = await made(p.directory)
     const outputs = []
     for (const c of p.calls) outputs.push(await trigger(inst, c.name, c.input, c.output))
     return { outputs }
   },
   async tool(p) {
-    if (p.context?.sessionID) sessionDirs.set(p.context.sessionID, p.instance.directory)
+    if (p.context?.sessionID) sessionDirs.set(p.context.sessionID, p.directory)
     return await runTool(p)
   },
   async ping() {

@@ -147,7 +147,7 @@ func (t *pluginTool) Run(ctx context.Context, call tool.Call) (tool.Result, erro
 		Output   string         `json:"output"`
 		Metadata map[string]any `json:"metadata"`
 	}
-	err = p.conn.call(cctx, "tool", map[string]any{"instance": h.params(call.Directory), "name": t.name, "args": args, "ref": ref,
+	err = p.conn.call(cctx, "tool", map[string]any{"directory": call.Directory, "name": t.name, "args": args, "ref": ref,
 		"context": map[string]any{"sessionID": call.SessionID, "messageID": call.MessageID, "callID": call.CallID, "agent": call.Agent}}, &res)
 	if err != nil {
 		if cctx.Err() != nil {
@@ -173,7 +173,7 @@ func (t *pluginTool) Run(ctx context.Context, call tool.Call) (tool.Result, erro
 // is restarting misses them.
 func (h *Host) Events(evs []core.Event) {
 	p := h.running()
-	if p == nil {
+	if p == nil || !h.wantEvents.Load() {
 		return
 	}
 	for _, ev := range evs {
