@@ -156,19 +156,12 @@ func (h *Host) hook(ctx context.Context, dir, sessionID, name string, input, out
 	if err != nil || !ok {
 		return err
 	}
-	outs, err := h.batch(ctx, p, dir, sessionID, []hookCall{{name, input, output}})
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(outs[0], result); err != nil {
-		return &HookError{Message: fmt.Sprintf("plugin hook %s: its output: %v", name, err)}
-	}
-	return nil
+	return h.batch(ctx, p, dir, sessionID, []hookCall{{name, input, output}}, []any{result})
 }
 
 // batch runs several triggers in one round trip, bounded by one hook
-// timeout, and returns their outputs in order.
-func (h *Host) batch(ctx context.Context, p *proc, dir, sessionID string, calls []hookCall) ([]json.RawMessage, error) {
+// timeout, their outputs decoded into outs (pointers), in order.
+func (h *Host) batch(ctx context.Context, p *proc, dir, sessionID string, calls []hookCall, outs []any) error {
 	var names []string
 	for _, c := range calls {
 		if len(names) == 0 || names[len(names)-1] != c.Name {
@@ -179,18 +172,18 @@ func (h *Host) batch(ctx context.Context, p *proc, dir, sessionID string, calls 
 	cctx, cancel := context.WithTimeoutCause(ctx, h.opts.Timeout,
 		fmt.Errorf("no answer within %s (agentd.plugins.timeout)", h.opts.Timeout))
 	defer cancel()
-	var res struct {
-		Outputs []json.RawMessage `json:"outputs"`
-	}
+	res := struct {
+		Outputs []any `json:"outputs"`
+	}{Outputs: outs}
 	err := p.conn.call(cctx, "hooks", map[string]any{"directory": dir, "sessionID": sessionID, "calls": calls}, &res)
 	if err == nil && len(res.Outputs) != len(calls) {
 		err = errors.New("the host answered for a different number of hooks")
 	}
 	if err != nil {
 		h.timedOut(p, err)
-		return nil, &HookError{Message: fmt.Sprintf("plugin hook %s: %v", what, err)}
+		return &HookError{Message: fmt.Sprintf("plugin hook %s: %v", what, err)}
 	}
-	return res.Outputs, nil
+	return nil
 }
 
 // timedOut probes the host after a call that got no answer.

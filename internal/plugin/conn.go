@@ -41,12 +41,19 @@ type conn struct {
 
 	mu      sync.Mutex
 	next    int64
-	pending map[int64]chan message
+	pending map[int64]*waiter
 	closed  error
 }
 
+// waiter is a call waiting for its answer; the reader decodes the answer's
+// result straight into result (one pass over what may be a large output).
+type waiter struct {
+	result any
+	done   chan error
+}
+
 func newConn(w io.Writer, serve func(message) (any, error)) *conn {
-	return &conn{w: w, serve: serve, pending: make(map[int64]chan message)}
+	return &conn{w: w, serve: serve, pending: make(map[int64]*waiter)}
 }
 
 func (c *conn) write(m any) error {
@@ -62,13 +69,13 @@ func (c *conn) write(m any) error {
 }
 
 // call sends a request and waits for its answer, for ctx, or for the host
-// to exit.
+// to exit. result, when not nil, receives the answer's result.
 func (c *conn) call(ctx context.Context, method string, params, result any) error {
 	p, err := json.Marshal(params)
 	if err != nil {
 		return err
 	}
-	ch := make(chan message, 1)
+	w := &waiter{result: result, done: make(chan error, 1)}
 	c.mu.Lock()
 	if c.closed != nil {
 		c.mu.Unlock()
@@ -76,25 +83,32 @@ func (c *conn) call(ctx context.Context, method string, params, result any) erro
 	}
 	c.next++
 	id := c.next
-	c.pending[id] = ch
+	c.pending[id] = w
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.pending, id)
 		c.mu.Unlock()
 	}()
-	if err := c.write(message{ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: p}); err != nil {
+	// Written by hand: json.Marshal would scan params (a tool's output, a
+	// prompt's parts) once more to check what it has just made.
+	line := make([]byte, 0, len(p)+len(method)+40)
+	line = append(line, `{"id":`...)
+	line = strconv.AppendInt(line, id, 10)
+	line = append(line, `,"method":`...)
+	line = strconv.AppendQuote(line, method)
+	line = append(line, `,"params":`...)
+	line = append(line, p...)
+	line = append(line, "}\n"...)
+	c.wmu.Lock()
+	_, err = c.w.Write(line)
+	c.wmu.Unlock()
+	if err != nil {
 		return fmt.Errorf("%w: %v", errHostGone, err)
 	}
 	select {
-	case m := <-ch:
-		if m.Error != nil {
-			return &HookError{Message: m.Error.Message}
-		}
-		if result == nil || len(m.Result) == 0 {
-			return nil
-		}
-		return json.Unmarshal(m.Result, result)
+	case err := <-w.done:
+		return err
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
@@ -115,6 +129,9 @@ func (c *conn) read(r io.Reader, onError func(error)) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
+		if c.answer(sc.Bytes()) {
+			continue
+		}
 		var m message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			onError(fmt.Errorf("bad line from plugin host: %w", err))
@@ -131,26 +148,54 @@ func (c *conn) read(r io.Reader, onError func(error)) {
 	c.mu.Lock()
 	c.closed = err
 	waiting := c.pending
-	c.pending = map[int64]chan message{}
+	c.pending = map[int64]*waiter{}
 	c.mu.Unlock()
-	for _, ch := range waiting {
-		ch <- message{Error: &rpcError{Message: err.Error()}}
+	for _, w := range waiting {
+		w.done <- &HookError{Message: err.Error()}
 	}
+}
+
+// answer decodes a line that answers one of agentd's calls (the host
+// writes the id first) into its waiter; false for any other line.
+func (c *conn) answer(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"id":`))
+	if !ok {
+		return false
+	}
+	end := bytes.IndexByte(rest, ',')
+	id, err := strconv.ParseInt(string(rest[:max(end, 0)]), 10, 64)
+	if end < 0 || err != nil {
+		return false
+	}
+	c.mu.Lock()
+	w := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if w == nil {
+		return true // its caller gave up
+	}
+	var m struct {
+		Method string    `json:"method"`
+		Result any       `json:"result"`
+		Error  *rpcError `json:"error"`
+	}
+	m.Result = w.result
+	if m.Result == nil {
+		m.Result = &json.RawMessage{}
+	}
+	switch err := json.Unmarshal(line, &m); {
+	case m.Error != nil:
+		w.done <- &HookError{Message: m.Error.Message}
+	case err != nil:
+		w.done <- &HookError{Message: "the host's answer: " + err.Error()}
+	default:
+		w.done <- nil
+	}
+	return true
 }
 
 func (c *conn) dispatch(m message) {
 	if m.Method == "" {
-		id, err := strconv.ParseInt(string(m.ID), 10, 64)
-		if err != nil {
-			return
-		}
-		c.mu.Lock()
-		ch := c.pending[id]
-		delete(c.pending, id)
-		c.mu.Unlock()
-		if ch != nil {
-			ch <- m
-		}
 		return
 	}
 	if len(m.ID) == 0 || bytes.Equal(m.ID, []byte("null")) {

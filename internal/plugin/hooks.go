@@ -156,8 +156,12 @@ func (h *Host) Request(ctx context.Context, in StepInput, req *llm.Request) erro
 	if len(calls) == 0 {
 		return nil
 	}
-	outs, err := h.batch(ctx, p, in.Directory, in.SessionID, calls)
-	if err != nil {
+	outs := make([]json.RawMessage, len(calls))
+	ptrs := make([]any, len(calls))
+	for i := range outs {
+		ptrs[i] = &outs[i]
+	}
+	if err := h.batch(ctx, p, in.Directory, in.SessionID, calls, ptrs); err != nil {
 		return err
 	}
 	return applyRequest(req, calls, outs)
@@ -276,27 +280,22 @@ func (h *Host) ToolBefore(ctx context.Context, name string, call *tool.Call) *to
 	if len(calls) == 0 {
 		return nil
 	}
-	outs, err := h.batch(ctx, p, call.Directory, call.SessionID, calls)
-	if err != nil {
+	var changed struct {
+		Args json.RawMessage `json:"args"`
+	}
+	var env struct{ Env map[string]string }
+	outs := []any{&changed, &env}
+	if !before {
+		outs = outs[1:]
+	}
+	if err := h.batch(ctx, p, call.Directory, call.SessionID, calls, outs[:len(calls)]); err != nil {
 		return refusal(err)
 	}
 	if before {
-		var o struct {
-			Args json.RawMessage `json:"args"`
-		}
-		if err := json.Unmarshal(outs[0], &o); err != nil {
-			return refusal(err)
-		}
-		call.Input = o.Args
+		call.Input = changed.Args
 	}
-	if shell {
-		var o struct{ Env map[string]string }
-		if err := json.Unmarshal(outs[len(outs)-1], &o); err != nil {
-			return refusal(err)
-		}
-		if len(o.Env) > 0 {
-			call.Env = call.Env.With(o.Env)
-		}
+	if len(env.Env) > 0 {
+		call.Env = call.Env.With(env.Env)
 	}
 	return nil
 }
