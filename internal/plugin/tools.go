@@ -26,8 +26,9 @@ type toolSource struct {
 }
 
 // Tools implements tool.Source: every tool some instance made so far
-// offers (a run's set-up makes its directory's instance first, through
-// DescribeFor).
+// offers, so that the engine finds a call's tool by name. Which of them a
+// run is offered is the directory's instance's to say: DescribeFor, and
+// Request, which adds those of a directory seen for the first time.
 func (s *toolSource) Tools() []tool.Tool {
 	p := s.h.running()
 	if p == nil {
@@ -67,18 +68,6 @@ func (s *toolSource) all() []tool.Tool {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out
-}
-
-// Prepare makes the directory's instance, so that its tools are among
-// Tools; the engine's set-up calls it through DescribeFor too late for
-// the registry's list, so the node calls it when a run begins.
-func (h *Host) Prepare(ctx context.Context, dir string) error {
-	p, err := h.current(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = h.instance(ctx, p, dir)
-	return err
 }
 
 // pluginTool is one tool of the plugins, run by the host.
