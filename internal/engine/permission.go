@@ -78,13 +78,10 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 		}
 	}
 	for _, need := range needs {
-		action := need.Decide(r.operatorRules(), sess.Permission, sess.Granted)
-		if action != core.ActionDeny {
-			var err error
-			if action, err = r.e.cfg.Hooks.Permission(ctx, sess.Directory, *p, need, action); err != nil {
-				res := tool.Errorf(err.Error())
-				return &res, nil
-			}
+		action, err := r.e.cfg.Hooks.Permission(ctx, sess.Directory, *p, need, need.Decide(r.operatorRules(), sess.Permission, sess.Granted))
+		if err != nil {
+			res := tool.Errorf(err.Error())
+			return &res, nil
 		}
 		switch action {
 		case core.ActionDeny:

@@ -33,8 +33,8 @@ type Hooks interface {
 	// ToolAfter is tool.execute.after: the result's title, output and
 	// metadata; a failed hook fails the call with its reason.
 	ToolAfter(ctx context.Context, name string, call tool.Call, res *tool.Result)
-	// Permission is permission.ask: what the rules decided (allow or ask)
-	// in, the plugins' decision out.
+	// Permission is permission.ask: what the rules decided in, the
+	// plugins' decision out; a deny stays a deny, without asking them.
 	Permission(ctx context.Context, dir string, p core.Part, need tool.Need, action string) (string, error)
 }
 
@@ -347,6 +347,9 @@ func (h *Host) ToolAfter(ctx context.Context, name string, call tool.Call, res *
 
 // Permission implements Hooks.
 func (h *Host) Permission(ctx context.Context, dir string, p core.Part, need tool.Need, action string) (string, error) {
+	if action == core.ActionDeny {
+		return action, nil // the operator's word
+	}
 	in := map[string]any{"id": p.ID, "type": need.Permission, "permission": need.Permission, "pattern": need.Patterns,
 		"patterns": need.Patterns, "always": need.Always, "sessionID": p.SessionID, "messageID": p.MessageID, "callID": p.CallID,
 		"title": need.Title, "metadata": orEmpty(need.Metadata), "tool": map[string]any{"messageID": p.MessageID, "callID": p.CallID}}
