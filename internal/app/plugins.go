@@ -221,5 +221,13 @@ func pluginEvents(h *plugin.Host, shared bool, executes func(string) bool) func(
 	}
 }
 
+// commandHook is the plugins' command.execute.before, nil without plugins.
+func commandHook(h *plugin.Host) func(ctx context.Context, dir, sessionID, name, args string, parts any) error {
+	if h == nil {
+		return nil
+	}
+	return h.Command
+}
+
 // PluginHost is the node's plugin host, nil without plugins.
 func (a *App) PluginHost() *plugin.Host { return a.plugins }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/fakellm"
@@ -124,7 +126,8 @@ func readLog(t *testing.T, path string) []map[string]any {
 // call and after's output with its result, a plugin's tool is offered and
 // called (its metadata, its context), shell.env's variable reaches bash,
 // permission.ask turns an allowed command into a question, events arrive
-// once each, the config hook sees the configuration, a stuck hook fails
+// once each, the config hook sees the configuration, the plugin's client
+// shows a toast and writes a log line through agentd's routes, a stuck hook fails
 // its call after the timeout without holding the run, and dispose runs at
 // the node's stop.
 func TestPluginEveryHook(t *testing.T) {
@@ -204,8 +207,10 @@ func TestPluginEveryHook(t *testing.T) {
 	n.stop()
 	lines := readLog(t, logPath)
 	seen := map[string]int{}
-	var config, disposed, inits bool
+	var config, disposed, inits, toast, logged bool
 	for _, l := range lines {
+		toast = toast || l["toast"] == true
+		logged = logged || l["logged"] == true
 		if id, ok := l["id"].(string); ok && id != "" {
 			seen[id]++
 		}
@@ -215,6 +220,9 @@ func TestPluginEveryHook(t *testing.T) {
 	}
 	if !config || !disposed || !inits {
 		t.Errorf("config hook %v, dispose %v, init %v: %v", config, disposed, inits, lines)
+	}
+	if !toast || !logged {
+		t.Errorf("the plugin's client: POST /tui/show-toast %v, POST /log %v: %v", toast, logged, lines)
 	}
 	if len(seen) < 10 {
 		t.Errorf("the event hook saw %d events", len(seen))
@@ -315,6 +323,56 @@ func TestPluginHostCrash(t *testing.T) {
 	n.waitIdle(sid)
 	if p := n.lastToolPart(sid); p == nil || p.State.Output != "2" {
 		t.Errorf("the asked plugin call: %+v", p)
+	}
+}
+
+// TestPluginCommandAndCompaction: command.execute.before adds to a custom
+// command's prompt (stored with it) or refuses the command with its
+// reason, and experimental.session.compacting's context reaches the
+// model's request for the summary.
+func TestPluginCommandAndCompaction(t *testing.T) {
+	t.Parallel()
+	dir, specs := pluginFolder(t, "everyhook.js")
+	specs[0].Options = map[string]any{"log": filepath.Join(t.TempDir(), "plugin.log")}
+	n, fake, _ := fakeModelNode(t, func(c *app.Config) {
+		c.Plugins.Specs, c.Plugins.Dir = specs, dir
+		c.Commands = command.Set{"plugcmd": {Name: "plugcmd", Template: "reply:from the template"},
+			"failcmd": {Name: "failcmd", Template: "reply:never"}}
+	})
+	sid := n.session()
+	run := func(body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(n.app.URL()+"/session/"+sid+"/command", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := run(`{"command":"plugcmd","arguments":"xyz"}`); code != http.StatusOK {
+		t.Fatalf("plugcmd: %d %s", code, body)
+	}
+	msgs, err := n.c.Messages(t.Context(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) == 0 || !hasText(msgs[0], "added by the command hook: xyz") {
+		t.Errorf("command.execute.before: the prompt is %+v", msgs)
+	}
+	if code, body := run(`{"command":"failcmd","arguments":""}`); code != http.StatusInternalServerError ||
+		!strings.Contains(body, "command refused by the plugin") {
+		t.Errorf("a failing command.execute.before: %d %s", code, body)
+	}
+	if err := n.c.Summarize(t.Context(), sid); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range fake.Recorded() {
+		found = found || strings.Contains(string(r.Body), "CONTEXT FROM THE COMPACTING HOOK "+sid)
+	}
+	if !found {
+		t.Error("experimental.session.compacting: no request to the model holds the hook's context")
 	}
 }
 

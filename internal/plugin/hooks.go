@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
@@ -24,7 +25,8 @@ type Hooks interface {
 	ChatMessage(ctx context.Context, in ChatInput, parts any) error
 	// Request is what opencode calls before each model call of a step:
 	// tool.definition for each tool, experimental.chat.system.transform,
-	// chat.params and chat.headers, in one round trip.
+	// chat.params and chat.headers, in one round trip; for a compaction's
+	// summary (llm.PurposeSummary) first experimental.session.compacting.
 	Request(ctx context.Context, in StepInput, req *llm.Request) error
 	// ToolBefore is tool.execute.before (the call's arguments) and, for
 	// bash, shell.env (variables added to call.Env), before the call's
@@ -98,8 +100,11 @@ func (h *Host) ChatMessage(ctx context.Context, in ChatInput, parts any) error {
 	if err != nil {
 		return err
 	}
+	if string(b) == "null" {
+		b = []byte("[]") // a prompt without parts (a compaction's): plugins expect an array
+	}
 	if err := h.hook(ctx, in.Directory, in.SessionID, "chat.message", input,
-		map[string]any{"message": msg, "parts": json.RawMessage(b)}, &out); err != nil || out.Parts == nil {
+		map[string]any{"message": msg, "parts": json.RawMessage(b)}, &out); err != nil || out.Parts == nil || bytes.Equal(out.Parts, b) {
 		return err
 	}
 	return json.Unmarshal(out.Parts, parts)
@@ -122,10 +127,19 @@ func (h *Host) Request(ctx context.Context, in StepInput, req *llm.Request) erro
 	if err != nil {
 		return err
 	}
+	summary := req.Purpose == llm.PurposeSummary
+	if summary && m.hooks["experimental.session.compacting"] {
+		if err := h.compacting(ctx, in, req); err != nil {
+			return err
+		}
+	}
 	if len(m.tools) > 0 || m.hooks["tool.definition"] {
 		req.Tools = slices.Clone(req.Tools) // the run's own list stays as set up
 	}
 	for _, d := range m.tools {
+		if summary {
+			break // a summary is asked without tools
+		}
 		known := slices.ContainsFunc(req.Tools, func(t llm.ToolSpec) bool { return t.Name == d.Name })
 		if !known && (in.Allowed == nil || in.Allowed(d.Name)) {
 			req.Tools = append(req.Tools, llm.ToolSpec{Name: d.Name, Description: d.Description, Schema: (&pluginTool{def: d}).Schema()})

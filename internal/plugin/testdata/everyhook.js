@@ -10,8 +10,19 @@ export const EveryHook = async (input, options) => {
     config: async (cfg) => log({ config: cfg.model }),
     event: async ({ event }) => log({ event: event.type, id: event.id }),
     "chat.message": async (inp, out) => {
-      if (out.parts.some((p) => p.type === "text" && p.text.includes("[note]")))
-        out.parts.push({ type: "text", text: "a note the plugin added", synthetic: true })
+      if (!out.parts.some((p) => p.type === "text" && p.text.includes("[note]"))) return
+      out.parts.push({ type: "text", text: "a note the plugin added", synthetic: true })
+      // The routes plugins call through their client: a toast and a log line.
+      const toast = await input.client.tui.showToast({ body: { message: "from the plugin", variant: "info" } })
+      const logged = await input.client.app.log({ body: { service: "everyhook", level: "info", message: "from the plugin" } })
+      log({ toast: toast.data ?? String(toast.error), logged: logged.data ?? String(logged.error) })
+    },
+    "command.execute.before": async (inp, out) => {
+      if (inp.command === "failcmd") throw new Error("command refused by the plugin")
+      if (inp.command === "plugcmd") out.parts.push({ type: "text", text: "added by the command hook: " + inp.arguments })
+    },
+    "experimental.session.compacting": async (inp, out) => {
+      out.context.push("CONTEXT FROM THE COMPACTING HOOK " + inp.sessionID)
     },
     "chat.params": async (inp, out) => {
       out.temperature = 0.42
