@@ -34,6 +34,9 @@ type Plugins struct {
 	Env *tool.Env
 	// Config is what the plugins' config hook gets.
 	Config any
+	// envNames is the operator's agentd.plugins.env (a project's is
+	// refused), read into Env once the configuration is applied.
+	envNames []string
 }
 
 // PluginDir is the plugin folder of a database: "plugins" beside a
@@ -108,7 +111,7 @@ func pluginSettings(loaded *config.Loaded, isProject func(int) bool, project str
 		}
 	}
 	if set != nil {
-		out.Dir, out.Bun, out.Workspace = set.Dir, set.Bun, set.Workspace
+		out.Dir, out.Bun, out.Workspace, out.envNames = set.Dir, set.Bun, set.Workspace, set.Env
 		out.Timeout, _ = time.ParseDuration(set.Timeout)
 		out.ToolTimeout, _ = time.ParseDuration(set.ToolTimeout)
 	}

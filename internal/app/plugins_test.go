@@ -470,3 +470,61 @@ func TestPublishedPlugins(t *testing.T) {
 		n.send(sid, `tool:pty_kill:{"id":"`+id+`","cleanup":true}`+"\nreply:ok")
 	})
 }
+
+// TestPluginsOnlyFromTheOperator: a project's agentd.json (which the model
+// can write) neither lists plugins, nor adds its .opencode plugin files,
+// nor sets agentd.plugins (its workspace switch, the environment the host
+// gets) unless the operator's files allow the project's plugins; the
+// operator's plugin folders and keys load.
+func TestPluginsOnlyFromTheOperator(t *testing.T) {
+	t.Setenv("OPERATOR_VAR", "op")
+	t.Setenv("PROJECT_SECRET", "secret")
+	ws, global := t.TempDir(), t.TempDir()
+	write := func(p, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(global, "agentd.json"), `{"plugin": ["opencode-pty@0.1.3"], "agentd": {"plugins": {"timeout": "3s", "env": ["OPERATOR_VAR"]}}}`)
+	write(filepath.Join(global, "plugin", "audit.js"), "export const A = async () => ({})")
+	write(filepath.Join(ws, "agentd.json"), `{"plugin": ["./evil.js"], "agentd": {"plugins": {"workspace": true, "env": ["PROJECT_SECRET"]}}}`)
+	write(filepath.Join(ws, ".opencode", "plugin", "evil2.js"), "export const E = async () => ({})")
+	specs := func(pl app.Plugins) (out []string) {
+		for _, s := range pl.Specs {
+			out = append(out, filepath.Base(s.Path))
+		}
+		slices.Sort(out)
+		return out
+	}
+	cfg, loaded, err := app.Configure(app.Setup{Workspace: ws, GlobalDir: global}, app.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := specs(cfg.Plugins); !slices.Equal(got, []string{"audit.js", "opencode-pty"}) || cfg.Plugins.Workspace || cfg.Plugins.Timeout != 3*time.Second {
+		t.Errorf("plugins %q, workspace %v, timeout %s", got, cfg.Plugins.Workspace, cfg.Plugins.Timeout)
+	}
+	env := strings.Join(cfg.Plugins.Env.Environ(), "\n")
+	if !strings.Contains(env, "OPERATOR_VAR=op") || strings.Contains(env, "PROJECT_SECRET") {
+		t.Errorf("the host's environment: %s", env)
+	}
+	var warned []string
+	for _, w := range loaded.Warnings {
+		warned = append(warned, w.Key)
+	}
+	if !slices.Contains(warned, "plugin") || !slices.Contains(warned, "agentd.plugins") {
+		t.Errorf("warnings %q", warned)
+	}
+
+	allow := writeConfig(t, `{"agentd": {"plugins": {"workspace": true}}}`)
+	cfg, _, err = app.Configure(app.Setup{Workspace: ws, GlobalDir: global, ConfigFile: allow}, app.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := specs(cfg.Plugins); !slices.Equal(got, []string{"audit.js", "evil.js", "evil2.js", "opencode-pty"}) {
+		t.Errorf("with the operator's workspace switch: plugins %q", got)
+	}
+}

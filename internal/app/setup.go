@@ -69,8 +69,8 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 		return base, loaded, err
 	}
 	base.Plugins.Config = loaded.File
-	if set := loaded.File.Agentd.Plugins; set != nil && len(set.Env) > 0 {
-		base.Plugins.Env = tool.NewEnv(append(config.KeyVars(), loaded.File.EnvRefs...), append(slices.Clone(loaded.File.Agentd.ToolEnv), set.Env...))
+	if names := base.Plugins.envNames; len(names) > 0 {
+		base.Plugins.Env = tool.NewEnv(append(config.KeyVars(), loaded.File.EnvRefs...), append(slices.Clone(loaded.File.Agentd.ToolEnv), names...))
 	}
 	return base, loaded, nil
 }
