@@ -25,8 +25,10 @@ type Hooks interface {
 	ChatMessage(ctx context.Context, in ChatInput, parts any) error
 	// Request is what opencode calls before each model call of a step:
 	// tool.definition for each tool, experimental.chat.system.transform,
-	// chat.params and chat.headers, in one round trip; for a compaction's
-	// summary (llm.PurposeSummary) first experimental.session.compacting.
+	// chat.params and chat.headers, in one round trip, after
+	// experimental.chat.messages.transform (the history, sent as a change);
+	// for a compaction's summary (llm.PurposeSummary) first
+	// experimental.session.compacting instead.
 	Request(ctx context.Context, in StepInput, req *llm.Request) error
 	// ToolBefore is tool.execute.before (the call's arguments) and, for
 	// bash, shell.env (variables added to call.Env), before the call's
@@ -128,6 +130,11 @@ func (h *Host) Request(ctx context.Context, in StepInput, req *llm.Request) erro
 		return err
 	}
 	summary := req.Purpose == llm.PurposeSummary
+	if !summary && m.hooks["experimental.chat.messages.transform"] {
+		if err := h.transformMessages(ctx, p, in, req); err != nil {
+			return err
+		}
+	}
 	if summary && m.hooks["experimental.session.compacting"] {
 		if err := h.compacting(ctx, in, req); err != nil {
 			return err

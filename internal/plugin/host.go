@@ -82,6 +82,9 @@ type Host struct {
 	wantEvents atomic.Bool
 	// Restarts counts the host's restarts (for tests and the log).
 	restarts atomic.Int64
+	// historySent counts the history's messages sent to the host (for
+	// tests and benchmarks: a step sends only what changed).
+	historySent atomic.Int64
 	tools    *toolSource
 	calls    sync.Map // tool call ref → *callState
 }
@@ -93,6 +96,9 @@ type proc struct {
 	exited chan struct{}
 	mu     sync.Mutex
 	known  map[string]*made // directory → its instance
+	// sent are the fingerprints of the history last sent for each
+	// session (see transformMessages).
+	sent map[string][]uint64
 }
 
 // New returns a host; Start starts it.
@@ -191,7 +197,7 @@ func (h *Host) spawn(ctx context.Context) (*proc, error) {
 		hostOut.Close()
 		return nil, fmt.Errorf("start plugin host: %w", err)
 	}
-	p := &proc{cmd: cmd, exited: make(chan struct{}), known: map[string]*made{}}
+	p := &proc{cmd: cmd, exited: make(chan struct{}), known: map[string]*made{}, sent: map[string][]uint64{}}
 	ready := make(chan struct{})
 	var once sync.Once
 	p.conn = newConn(hostIn, func(m message) (any, error) {

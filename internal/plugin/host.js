@@ -226,6 +226,36 @@ function deliver(event) {
   }
 }
 
+// histories keeps each session's last history for
+// experimental.chat.messages.transform, which agentd sends as a change:
+// how many leading messages stay, and the rest. Each message is kept with
+// its JSON, so that the answer names unchanged ones by index. The oldest
+// session goes beyond 64 (agentd forgets as many).
+const histories = new Map() // session id → {messages, texts}
+async function transform(p) {
+  const inst = await made(p.directory)
+  const had = histories.get(p.sessionID)
+  if (p.keep > 0 && (!had || had.messages.length < p.keep)) throw new Error("history not kept")
+  const h = had ?? { messages: [], texts: [] }
+  h.messages.length = h.texts.length = p.keep
+  for (const m of p.add) {
+    h.messages.push(m)
+    h.texts.push(JSON.stringify(m))
+  }
+  histories.delete(p.sessionID)
+  histories.set(p.sessionID, h)
+  if (histories.size > 64) histories.delete(histories.keys().next().value)
+  const output = { messages: structuredClone(h.messages) }
+  await trigger(inst, "experimental.chat.messages.transform", {}, output)
+  const index = new Map(h.texts.map((t, i) => [t, i]))
+  return {
+    messages: output.messages.map((m) => {
+      const i = index.get(JSON.stringify(m))
+      return i === undefined ? { message: m } : { same: i }
+    }),
+  }
+}
+
 async function dispose() {
   for (const made of instances.values()) {
     const inst = await made.catch(() => undefined)
@@ -249,6 +279,10 @@ const methods = {
     const outputs = []
     for (const c of p.calls) outputs.push(await trigger(inst, c.name, c.input, c.output))
     return { outputs }
+  },
+  async transform(p) {
+    if (p.sessionID) sessionDirs.set(p.sessionID, p.directory)
+    return await transform(p)
   },
   async tool(p) {
     if (p.context?.sessionID) sessionDirs.set(p.context.sessionID, p.directory)
