@@ -85,8 +85,8 @@ type Host struct {
 	// historySent counts the history's messages sent to the host (for
 	// tests and benchmarks: a step sends only what changed).
 	historySent atomic.Int64
-	tools    *toolSource
-	calls    sync.Map // tool call ref → *callState
+	tools       *toolSource
+	calls       sync.Map // tool call ref → *callState
 }
 
 // proc is one host process.
