@@ -326,11 +326,12 @@ func TestPluginHostCrash(t *testing.T) {
 	}
 }
 
-// TestPluginCommandAndCompaction: command.execute.before adds to a custom
-// command's prompt (stored with it) or refuses the command with its
-// reason, and experimental.session.compacting's context reaches the
-// model's request for the summary.
-func TestPluginCommandAndCompaction(t *testing.T) {
+// TestPluginCommandHistoryCompaction: command.execute.before adds to a
+// custom command's prompt (stored with it) or refuses the command with its
+// reason, experimental.chat.messages.transform changes what the model sees
+// of the history (not the record), and experimental.session.compacting's
+// context reaches the model's request for the summary.
+func TestPluginCommandHistoryCompaction(t *testing.T) {
 	t.Parallel()
 	dir, specs := pluginFolder(t, "everyhook.js")
 	specs[0].Options = map[string]any{"log": filepath.Join(t.TempDir(), "plugin.log")}
@@ -363,6 +364,15 @@ func TestPluginCommandAndCompaction(t *testing.T) {
 	if code, body := run(`{"command":"failcmd","arguments":""}`); code != http.StatusInternalServerError ||
 		!strings.Contains(body, "command refused by the plugin") {
 		t.Errorf("a failing command.execute.before: %d %s", code, body)
+	}
+	n.send(sid, `tool:echo:{"text":"PRUNE-ME"}`+"\nreply:pruned")
+	recorded := fake.Recorded()
+	last := string(recorded[len(recorded)-1].Body)
+	if !strings.Contains(last, "[pruned by the plugin]") || strings.Contains(last, "PRUNE-ME (before) (after)") {
+		t.Errorf("experimental.chat.messages.transform: the step after the call sent %s", last)
+	}
+	if p := n.lastToolPart(sid); p == nil || p.State.Output != "PRUNE-ME (before) (after)" {
+		t.Errorf("the record changed with what the model saw: %+v", p)
 	}
 	if err := n.c.Summarize(t.Context(), sid); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,12 @@ export const EveryHook = async (input, options) => {
       if (inp.command === "failcmd") throw new Error("command refused by the plugin")
       if (inp.command === "plugcmd") out.parts.push({ type: "text", text: "added by the command hook: " + inp.arguments })
     },
+    "experimental.chat.messages.transform": async (inp, out) => {
+      for (const m of out.messages)
+        for (const p of m.parts)
+          if (p.type === "tool" && p.state?.status === "completed" && p.state.output.includes("PRUNE-ME"))
+            p.state.output = "[pruned by the plugin]"
+    },
     "experimental.session.compacting": async (inp, out) => {
       out.context.push("CONTEXT FROM THE COMPACTING HOOK " + inp.sessionID)
     },
