@@ -129,28 +129,8 @@ func (h *Host) Request(ctx context.Context, in StepInput, req *llm.Request) erro
 	if err != nil {
 		return err
 	}
-	summary := req.Purpose == llm.PurposeSummary
-	if !summary && m.hooks["experimental.chat.messages.transform"] {
-		if err := h.transformMessages(ctx, p, in, req); err != nil {
-			return err
-		}
-	}
-	if summary && m.hooks["experimental.session.compacting"] {
-		if err := h.compacting(ctx, in, req); err != nil {
-			return err
-		}
-	}
-	if len(m.tools) > 0 || m.hooks["tool.definition"] {
-		req.Tools = slices.Clone(req.Tools) // the run's own list stays as set up
-	}
-	for _, d := range m.tools {
-		if summary {
-			break // a summary is asked without tools
-		}
-		known := slices.ContainsFunc(req.Tools, func(t llm.ToolSpec) bool { return t.Name == d.Name })
-		if !known && (in.Allowed == nil || in.Allowed(d.Name)) {
-			req.Tools = append(req.Tools, llm.ToolSpec{Name: d.Name, Description: d.Description, Schema: (&pluginTool{def: d}).Schema()})
-		}
+	if err := h.before(ctx, p, m, in, req); err != nil {
+		return err
 	}
 	var calls []hookCall
 	model := modelJSON(in.Model)
@@ -186,6 +166,33 @@ func (h *Host) Request(ctx context.Context, in StepInput, req *llm.Request) erro
 		return err
 	}
 	return applyRequest(req, calls, outs)
+}
+
+// before is what comes before the batch of a model call's hooks: the
+// history's transform and the plugins' tools for a step, the compacting
+// hook for a compaction's summary (which is asked without tools).
+func (h *Host) before(ctx context.Context, p *proc, m *made, in StepInput, req *llm.Request) error {
+	if req.Purpose == llm.PurposeSummary {
+		if m.hooks["experimental.session.compacting"] {
+			return h.compacting(ctx, in, req)
+		}
+		return nil
+	}
+	if m.hooks["experimental.chat.messages.transform"] {
+		if err := h.transformMessages(ctx, p, in, req); err != nil {
+			return err
+		}
+	}
+	if len(m.tools) > 0 || m.hooks["tool.definition"] {
+		req.Tools = slices.Clone(req.Tools) // the run's own list stays as set up
+	}
+	for _, d := range m.tools {
+		known := slices.ContainsFunc(req.Tools, func(t llm.ToolSpec) bool { return t.Name == d.Name })
+		if !known && (in.Allowed == nil || in.Allowed(d.Name)) {
+			req.Tools = append(req.Tools, llm.ToolSpec{Name: d.Name, Description: d.Description, Schema: (&pluginTool{def: d}).Schema()})
+		}
+	}
+	return nil
 }
 
 func nonZero(n int) any {
