@@ -276,12 +276,15 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
 	hub := events.NewHub(st, last, 0)
-	var eng *engine.Engine
-	toPlugins := pluginEvents(plugins, node.kind == "postgres", func(s string) bool { return eng.Executes(s) })
+	var committed func(int64) bool
+	if c, ok := st.Store.(interface{ Committed(seq int64) bool }); ok {
+		committed = c.Committed
+	}
+	toPlugins := pluginEvents(plugins, committed)
 	st.SetCommitHook(func(evs []core.Event) { hub.Publish(evs); toPlugins(evs) })
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	met.Init(knownLabels(cfg, tools))
-	eng = engine.New(st, hub, cfg.Models, tools, cfg.Engine)
+	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
 	if err := eng.Start(ctx); err != nil {
 		release()
 		return nil, err

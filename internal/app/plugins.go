@@ -210,15 +210,18 @@ func startPlugins(ctx context.Context, cfg *Config, tools *tool.Registry, url *a
 }
 
 // pluginEvents is the commit hook's part for plugins: every event on a
-// single node; on a shared database, those of the sessions whose runs
-// execute here (every node sees the whole log).
-func pluginEvents(h *plugin.Host, shared bool, executes func(string) bool) func([]core.Event) {
+// single node; on a shared database, where every node's hook sees the
+// whole log, the events this node committed (committed: the store's
+// Committed), so that each reaches the plugins once across the cluster:
+// a run's by the node executing it, the others' by the node that served
+// the request.
+func pluginEvents(h *plugin.Host, committed func(seq int64) bool) func([]core.Event) {
 	if h == nil {
 		return func([]core.Event) {}
 	}
 	return func(evs []core.Event) {
-		if shared {
-			evs = slices.DeleteFunc(slices.Clone(evs), func(ev core.Event) bool { return ev.SessionID == "" || !executes(ev.SessionID) })
+		if committed != nil {
+			evs = slices.DeleteFunc(slices.Clone(evs), func(ev core.Event) bool { return !committed(ev.Seq) })
 		}
 		h.Events(evs)
 	}

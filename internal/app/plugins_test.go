@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/fakellm"
 	"github.com/agentd/agentd/internal/plugin"
+	"github.com/agentd/agentd/internal/store/postgres/pgtest"
 	"github.com/agentd/agentd/internal/testenv"
 )
 
@@ -536,5 +537,67 @@ func TestPluginsOnlyFromTheOperator(t *testing.T) {
 	}
 	if got := specs(cfg.Plugins); !slices.Equal(got, []string{"audit.js", "evil.js", "evil2.js", "opencode-pty"}) {
 		t.Errorf("with the operator's workspace switch: plugins %q", got)
+	}
+}
+
+// TestPluginEventsOnceAcrossNodes: on PostgreSQL every node's commit hook
+// sees the whole log, and each event reaches the plugins of one node: the
+// one that committed it. A run's events come from the node executing it;
+// a session renamed through another node, with no run anywhere, reaches
+// that node's plugins (it once reached none).
+func TestPluginEventsOnceAcrossNodes(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Schema(t)
+	dir, specs := pluginFolder(t, "everyhook.js")
+	ws := t.TempDir()
+	logs := []string{filepath.Join(t.TempDir(), "a.log"), filepath.Join(t.TempDir(), "b.log")}
+	var nodes []*node
+	for i, name := range []string{"plugin-a", "plugin-b"} {
+		sp := slices.Clone(specs)
+		sp[0].Options = map[string]any{"log": logs[i]}
+		n, _, _ := fakeModelNode(t, func(c *app.Config) {
+			c.DBPath, c.Node, c.Directory = db, name, ws
+			c.Plugins.Specs, c.Plugins.Dir = sp, dir
+		})
+		nodes = append(nodes, n)
+	}
+	a, b := nodes[0], nodes[1]
+	sa := a.session()
+	a.send(sa, "reply:on a")
+	sb := b.session()
+	b.send(sb, "reply:on b") // b's plugins are set up for the directory
+	if _, err := b.c.UpdateSession(t.Context(), sa, "renamed on b"); err != nil {
+		t.Fatal(err)
+	}
+	renamed := func(lines []map[string]any) (k int) {
+		for _, l := range lines {
+			if l["title"] == "renamed on b" {
+				k++
+			}
+		}
+		return k
+	}
+	for deadline := time.Now().Add(10 * time.Second); renamed(readLog(t, logs[1])) == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond) // the event hook is fire-and-forget: its file is the only sign
+	}
+	a.stop()
+	b.stop()
+	la, lb := readLog(t, logs[0]), readLog(t, logs[1])
+	if renamed(la) != 0 || renamed(lb) != 1 {
+		t.Errorf("the rename reached a's plugins %d times, b's %d (want 0, 1)", renamed(la), renamed(lb))
+	}
+	seen := map[string]int{}
+	for _, l := range append(la, lb...) {
+		if id, ok := l["id"].(string); ok && id != "" {
+			seen[id]++
+		}
+	}
+	if len(seen) < 10 {
+		t.Errorf("the plugins saw %d events", len(seen))
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Errorf("event %s reached the plugins %d times", id, k)
+		}
 	}
 }

@@ -284,11 +284,3 @@ func (e *Engine) Leases() int {
 	defer e.mu.Unlock()
 	return len(e.leases)
 }
-
-// Executes reports whether a run of the session executes on this node
-// (the node that delivers its events to plugins).
-func (e *Engine) Executes(sessionID string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.sessions[sessionID] != nil
-}

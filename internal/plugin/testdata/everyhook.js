@@ -8,7 +8,7 @@ export const EveryHook = async (input, options) => {
   log({ init: input.directory, worktree: input.worktree, project: input.project?.id, server: String(input.serverUrl) })
   return {
     config: async (cfg) => log({ config: cfg.model }),
-    event: async ({ event }) => log({ event: event.type, id: event.id }),
+    event: async ({ event }) => log({ event: event.type, id: event.id, title: event.properties?.info?.title }),
     "chat.message": async (inp, out) => {
       if (!out.parts.some((p) => p.type === "text" && p.text.includes("[note]"))) return
       out.parts.push({ type: "text", text: "a note the plugin added", synthetic: true })
