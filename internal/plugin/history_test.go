@@ -3,7 +3,9 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentd/agentd/internal/llm"
@@ -75,5 +77,53 @@ func TestMessagesTransform(t *testing.T) {
 	p.mu.Unlock()
 	if got := step("ses_b", longer); len(got) != 5 || got[2].Content[0].Text != "[pruned]" {
 		t.Errorf("a history the host did not hold: %+v", got)
+	}
+}
+
+// BenchmarkMessagesTransform is one step's
+// experimental.chat.messages.transform with a history of 200 messages of
+// 5 KiB (1 MiB), whose last two are new at each step: sent as a change
+// (what agentd does) and, for comparison, whole every step.
+func BenchmarkMessagesTransform(b *testing.B) {
+	for _, whole := range []bool{false, true} {
+		name := "change"
+		if whole {
+			name = "whole"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := startHost(b, Options{}, "prune.js")
+			dir := b.TempDir()
+			var history []llm.Message
+			step := 0
+			grow := func() {
+				step++
+				history = append(history, text(llm.RoleUser, fmt.Sprintf("%d %s", step, strings.Repeat("u", 5<<10))),
+					text(llm.RoleAssistant, fmt.Sprintf("%d %s", step, strings.Repeat("a", 5<<10))))
+			}
+			for range 100 {
+				grow()
+			}
+			p, err := h.current(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			pid := h.Pid()
+			host0, self0 := procTicks(pid), selfCPU()
+			for b.Loop() {
+				grow()
+				if whole {
+					p.mu.Lock()
+					clear(p.sent)
+					p.mu.Unlock()
+				}
+				req := llm.Request{Messages: history}
+				if err := h.Request(context.Background(), StepInput{SessionID: "ses_b", Directory: dir}, &req); err != nil {
+					b.Fatal(err)
+				}
+				history = history[:len(history)-2] // the same size each step, its last two new
+			}
+			b.ReportMetric(float64(procTicks(pid)-host0)*10/float64(b.N)*1000, "host-cpu-µs/op")
+			b.ReportMetric(float64(selfCPU()-self0)/float64(b.N)/1e3, "server-cpu-µs/op")
+		})
 	}
 }
