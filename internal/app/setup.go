@@ -63,6 +63,9 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	if base.Plugins, err = pluginsFrom(s, &loaded); err != nil {
 		return base, loaded, err
 	}
+	if base.Webhooks, err = webhooksFrom(s, &loaded); err != nil {
+		return base, loaded, err
+	}
 	base.ConfigFiles = loaded.Used
 	base.Engine.Resume = true
 	if err := base.Apply(loaded.File, s.Workspace); err != nil {

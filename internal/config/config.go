@@ -231,6 +231,9 @@ type Settings struct {
 	// Plugins sets how opencode's plugins run (see Plugins); only the
 	// operator's files set it.
 	Plugins *Plugins `json:"plugins"`
+	// Webhooks signs and sends webhooks (see package webhook); off
+	// without a secret. Only the operator's files set it.
+	Webhooks *Webhooks `json:"webhooks"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
@@ -489,6 +492,9 @@ func mergeAgentd(a *Settings, b Settings) {
 	}
 	if b.Plugins != nil {
 		a.Plugins = b.Plugins
+	}
+	if b.Webhooks != nil {
+		a.Webhooks = b.Webhooks
 	}
 }
 
