@@ -68,6 +68,9 @@ type Store struct {
 	poll       time.Duration
 	log        *slog.Logger
 
+	d      *sqlstore.Dialect // dialect, appending with this process's origin
+	origin string
+
 	hookMu  sync.Mutex
 	hook    func([]core.Event)
 	abortFn func(runID string, reason core.EndReason)
@@ -131,7 +134,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.app = appName(s.appPrefix, s.node)
 	s.claimable = `state IN ('queued', 'running', 'retrying') AND (lease_epoch = 0 OR lease_expires_ms <= ` + nowMS +
 		` OR ` + ownerGone(s.appPrefix, s.app, opts.PresenceGrace) + `)`
-	s.Reader = sqlstore.Reader{Q: db, D: dialect}
+	// This process's events carry its origin into the log, so that the
+	// tail can tell which of them it committed (Committed).
+	s.origin = core.NewID("origin", false)
+	d := *dialect
+	d.AppendEvents = func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
+		return appendEvents(ctx, q, evs, s.origin)
+	}
+	s.d = &d
+	s.Reader = sqlstore.Reader{Q: db, D: s.d}
 	last, err := dialect.LastSeq(ctx, db)
 	if err != nil {
 		db.Close()
@@ -307,7 +318,7 @@ func (s *Store) tx(ctx context.Context, fn func(store.Tx) error) (bool, error) {
 			return false, err
 		}
 	}
-	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
+	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: s.d}}
 	if err := runFn(fn, t); err != nil {
 		return false, err
 	}
@@ -441,24 +452,7 @@ var dialect = &sqlstore.Dialect{
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505"
 	},
-	AppendEvents: func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
-		// The events wait in the inbox, under this transaction's id, until
-		// a sequencer pass numbers them after the commit (tail.go): no
-		// lock is shared with other transactions. Their seq is not known
-		// here; the commit hook receives them numbered.
-		n := len(evs)
-		sids, types, data := make([]string, n), make([]string, n), make([]string, n)
-		times := make([]int64, n)
-		for i := range evs {
-			ev := &evs[i]
-			sids[i], types[i], times[i], data[i] = ev.SessionID, ev.Type, ev.Time, string(ev.Properties)
-		}
-		_, err := q.ExecContext(ctx, `INSERT INTO event_inbox (xid, ord, session_id, type, time_ms, data)
-			SELECT pg_current_xact_id(), v.ord, v.sid, v.type, v.t, v.data
-			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(sid, type, t, data, ord)`,
-			sids, types, times, data)
-		return err
-	},
+	// AppendEvents is set per store (appendEvents with its origin).
 	LockSession: func(ctx context.Context, q sqlstore.Querier, id string) error {
 		var one int
 		err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&one)
@@ -476,4 +470,24 @@ var dialect = &sqlstore.Dialect{
 		err := q.QueryRowContext(ctx, `SELECT seq FROM event_head`).Scan(&seq)
 		return seq, err
 	},
+}
+
+// appendEvents inserts a transaction's events into the inbox, under its
+// transaction's id and the committing process's origin, until a sequencer
+// pass numbers them after the commit (tail.go): no lock is shared with
+// other transactions. Their seq is not known here; the commit hook
+// receives them numbered.
+func appendEvents(ctx context.Context, q sqlstore.Querier, evs []core.Event, origin string) error {
+	n := len(evs)
+	sids, types, data := make([]string, n), make([]string, n), make([]string, n)
+	times := make([]int64, n)
+	for i := range evs {
+		ev := &evs[i]
+		sids[i], types[i], times[i], data[i] = ev.SessionID, ev.Type, ev.Time, string(ev.Properties)
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO event_inbox (xid, ord, session_id, type, time_ms, data, origin)
+		SELECT pg_current_xact_id(), v.ord, v.sid, v.type, v.t, v.data, $5
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(sid, type, t, data, ord)`,
+		sids, types, times, data, origin)
+	return err
 }

@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
-	"github.com/agentd/agentd/internal/store"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -30,6 +30,9 @@ type tailer struct {
 	kick    chan struct{}
 	notify  chan struct{}
 	readErr bool
+	// mine are the seqs of the batch the hook is being handed that this
+	// process committed (Committed).
+	mine map[int64]bool
 }
 
 func (t *tailer) init(head int64) {
@@ -216,7 +219,7 @@ func (s *Store) readTail(ctx context.Context, through int64) bool {
 		s.tail.mu.Lock()
 		after := s.tail.head
 		s.tail.mu.Unlock()
-		evs, err := s.Events(ctx, store.EventQuery{After: after, Limit: readBatch, MaxBytes: 4 << 20})
+		evs, mine, err := s.readLog(ctx, after)
 		if err != nil {
 			s.readFailed(ctx, err)
 			return false
@@ -232,9 +235,15 @@ func (s *Store) readTail(ctx context.Context, through int64) bool {
 		s.hookMu.Lock()
 		hook := s.hook
 		s.hookMu.Unlock()
+		s.tail.mu.Lock()
+		s.tail.mine = mine
+		s.tail.mu.Unlock()
 		if hook != nil {
 			hook(evs)
 		}
+		s.tail.mu.Lock()
+		s.tail.mine = nil
+		s.tail.mu.Unlock()
 		last := evs[len(evs)-1].Seq
 		s.tail.handed(last)
 		if last >= through && len(evs) < readBatch {
@@ -242,6 +251,50 @@ func (s *Store) readTail(ctx context.Context, through int64) bool {
 		}
 	}
 	return false
+}
+
+// readLog reads the log after seq after, as Events does, and which of
+// its events this process committed.
+func (s *Store) readLog(ctx context.Context, after int64) ([]core.Event, map[int64]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, session_id, type, time_ms, data, origin IS NOT DISTINCT FROM $2
+		FROM events WHERE seq > $1 ORDER BY seq LIMIT $3`, after, s.origin, readBatch)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read event log: %w", storageError(err))
+	}
+	defer rows.Close()
+	var evs []core.Event
+	mine := map[int64]bool{}
+	size := 0
+	for rows.Next() {
+		var ev core.Event
+		var data string
+		var own bool
+		if err := rows.Scan(&ev.Seq, &ev.SessionID, &ev.Type, &ev.Time, &data, &own); err != nil {
+			return nil, nil, fmt.Errorf("read event log: %w", err)
+		}
+		ev.Properties, ev.ID = json.RawMessage(data), core.DurableEventID(ev.Seq)
+		evs = append(evs, ev)
+		if own {
+			mine[ev.Seq] = true
+		}
+		if size += len(data); size >= 4<<20 {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read event log: %w", storageError(err))
+	}
+	return evs, mine, nil
+}
+
+// Committed reports whether this process committed the event of seq, for
+// the hook to ask about the events it is handed: each event of the log is
+// committed by one node, so work done for an event once across a cluster
+// (opencode plugins' event hook) is done by the node that committed it.
+func (s *Store) Committed(seq int64) bool {
+	s.tail.mu.Lock()
+	defer s.tail.mu.Unlock()
+	return s.tail.mine[seq]
 }
 
 // notifyLoop sends the wake-up hint after local commits: one NOTIFY stands

@@ -13,8 +13,12 @@ CREATE TABLE event_inbox (
     type        TEXT NOT NULL,
     time_ms     BIGINT NOT NULL,
     data        TEXT NOT NULL,
+    origin      TEXT NOT NULL,
     PRIMARY KEY (xid, ord)
 );
+-- The process that committed an event (the store's Committed): work done
+-- once per event across the cluster is done by the node that wrote it.
+ALTER TABLE events ADD COLUMN origin TEXT;
 -- A hot queue: vacuum it often so that passes do not walk dead rows, and
 -- never truncate it: truncation takes an exclusive lock on the table that
 -- would stop every appending transaction while vacuum holds it.
@@ -39,10 +43,10 @@ BEGIN
             busy := true;
         ELSE
             WITH m AS (
-                DELETE FROM event_inbox RETURNING xid, ord, session_id, type, time_ms, data
+                DELETE FROM event_inbox RETURNING xid, ord, session_id, type, time_ms, data, origin
             ), ins AS (
-                INSERT INTO events (seq, session_id, type, time_ms, data)
-                SELECT base + row_number() OVER (ORDER BY m.xid, m.ord), m.session_id, m.type, m.time_ms, m.data
+                INSERT INTO events (seq, session_id, type, time_ms, data, origin)
+                SELECT base + row_number() OVER (ORDER BY m.xid, m.ord), m.session_id, m.type, m.time_ms, m.data, m.origin
                 FROM m RETURNING 1
             )
             SELECT count(*) INTO moved FROM ins;
