@@ -3,6 +3,7 @@ package structout
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -90,5 +91,37 @@ func TestEstimateIsAnUpperBound(t *testing.T) {
 		if est < real {
 			t.Errorf("%s with %s: estimate %d < %d evaluations", tc.schema, tc.answer, est, real)
 		}
+	}
+}
+
+// TestErrorTextCharged: the validator builds an error string for every
+// failing branch and copies it once per enclosing evaluation, so the
+// worst answer the budget accepts (every branch of shared anyOfs
+// failing) must be charged for that text: uncharged, it allocated 1.6 GB.
+// Not parallel: it reads the process's allocation counter.
+func TestErrorTextCharged(t *testing.T) {
+	n := 1
+	for {
+		s, err := Compile([]byte(bombSchema(n + 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.cost.within(5.0, MaxWork) {
+			break
+		}
+		n++
+	}
+	s, err := Compile([]byte(bombSchema(n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := s.Validate([]byte("5")); err == nil || err == ErrTooCostly {
+		t.Fatalf("the worst accepted answer: %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	if mb := (after.TotalAlloc - before.TotalAlloc) >> 20; mb > 400 {
+		t.Errorf("the worst accepted answer (%d levels) allocated %d MB", n, mb)
 	}
 }
