@@ -206,8 +206,6 @@ func (e *estimate) descend(s *js, v any, depth int, discarded bool) bool {
 
 // member evaluates what s applies to the property k of an object.
 func (e *estimate) member(s *js, k string, m any, depth int, discarded bool) bool {
-	// contains-like keywords discard errors too: propertyNames does not,
-	// but charging it as if it did keeps this simple and above the truth.
 	if !e.charge(1) || !e.eval(s.PropertyNames, k, depth, discarded) || !e.eval(s.UnevaluatedProperties, m, depth, discarded) {
 		return false
 	}
