@@ -25,6 +25,7 @@ import (
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/title"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/undo"
 	"go.opentelemetry.io/otel/trace"
@@ -192,6 +193,8 @@ type Engine struct {
 	log  *slog.Logger
 	// undo reverts and unreverts sessions' files (package undo).
 	undo *undo.Reverter
+	// titles writes sessions' titles (package title).
+	titles *title.Writer
 
 	mu       sync.Mutex
 	started  bool
@@ -252,6 +255,7 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 		leases:   make(map[string]*leaseState),
 	}
 	e.task = &taskTool{e: e}
+	e.titles = title.New(st, models, cfg.SmallModel, e.log)
 	uo := undo.Options{Store: st, Snapshots: cfg.Snapshots, Shared: cfg.Leaser != nil, Grace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		Changed: e.summarizeSession}
 	if cfg.Leaser != nil {
@@ -273,6 +277,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	e.baseCtx, e.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	e.mu.Unlock()
+	e.titles.Start(e.baseCtx)
 	// Reverts cut off by a crash are finished or rolled back first: no
 	// run can be active in a session with one.
 	if err := e.undo.Start(ctx); err != nil {
@@ -320,7 +325,7 @@ func (e *Engine) Stop() {
 		e.mu.Unlock()
 		cancel(errShutdown)
 		done := make(chan struct{})
-		go func() { e.wg.Wait(); close(done) }()
+		go func() { e.wg.Wait(); e.titles.Stop(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(e.cfg.ShutdownGrace):
