@@ -304,6 +304,9 @@ type Prompt struct {
 	Schema json.RawMessage
 	// Files are attached after the text.
 	Files []FilePart
+	// NonInteractive says nobody will answer the run's asks: the
+	// server's rules answer them at once ("interactive": false).
+	NonInteractive bool
 }
 
 // FilePart is a file attached to a prompt: its URL is a data: URL (the
@@ -344,6 +347,9 @@ func (p Prompt) body() map[string]any {
 	}
 	if p.Variant != "" {
 		b["variant"] = p.Variant
+	}
+	if p.NonInteractive {
+		b["interactive"] = false
 	}
 	if p.Schema != nil {
 		b["format"] = map[string]any{"type": "json_schema", "schema": p.Schema}

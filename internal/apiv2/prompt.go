@@ -30,6 +30,9 @@ type promptBody struct {
 	Delivery string `json:"delivery"`
 	// Resume false records the prompt without running the model.
 	Resume *bool `json:"resume"`
+	// Interactive false (agentd's): nobody will answer the run's asks;
+	// the operator's rules (agentd.asks) answer them at once.
+	Interactive *bool `json:"interactive"`
 }
 
 // promptInput is opencode 2's PromptInput.
@@ -156,7 +159,7 @@ func (a *API) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 	head, _ := a.hub.Head()
 	parts := in.Prompt.parts()
 	adm, err := a.eng.Prompt(r.Context(), sid, engine.PromptInput{MessageID: in.ID, Parts: parts, Agent: sess.Agent,
-		Policy: policy, NoReply: in.Resume != nil && !*in.Resume})
+		Policy: policy, NoReply: in.Resume != nil && !*in.Resume, Interactive: in.Interactive})
 	if err != nil {
 		return a.storeErr(err, sid)
 	}

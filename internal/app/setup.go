@@ -60,6 +60,9 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	base.Terminals = terminalsFrom(s, &loaded)
 	base.ConfigFiles = loaded.Used
 	base.Engine.Resume = true
+	if base.Engine.Asks, err = asksFrom(s, &loaded); err != nil {
+		return base, loaded, err
+	}
 	if err := base.Apply(loaded.File, s.Workspace); err != nil {
 		return base, loaded, err
 	}

@@ -34,3 +34,26 @@ type Sandbox struct {
 	Writable []string `json:"writable"`
 	Hidden   []string `json:"hidden"`
 }
+
+// Asks is agentd.asks: how long an ask (a permission request, a question)
+// waits for an answer, and what becomes of it when nobody answers (see
+// internal/asks). Timeout is a Go duration ("2m"; absent or "0": for
+// ever); OnTimeout is "reject" (the default: the turn ends as on a user's
+// reject) or "interrupt" (the run ends interrupted/ask_timeout); Allow
+// lists, per permission, patterns whose requests a timeout allows once
+// instead; Agent holds the agents whose settings differ, each key given
+// replacing the server's. Only the operator's files set it: an allow list
+// widens what the model may do.
+type Asks struct {
+	Timeout   string               `json:"timeout"`
+	OnTimeout string               `json:"onTimeout"`
+	Allow     map[string][]string  `json:"allow"`
+	Agent     map[string]AgentAsks `json:"agent"`
+}
+
+// AgentAsks are one agent's keys of agentd.asks.
+type AgentAsks struct {
+	Timeout   *string             `json:"timeout"`
+	OnTimeout string              `json:"onTimeout"`
+	Allow     map[string][]string `json:"allow"`
+}

@@ -224,6 +224,8 @@ type Settings struct {
 	// app's terminal panel); off unless enabled. Only the operator's
 	// files set it, as the sandbox.
 	Terminal *Terminal `json:"terminal"`
+	// Asks ends asks nobody answers in time (operator's files only).
+	Asks *Asks `json:"asks"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a

@@ -33,6 +33,10 @@ const (
 	// ReasonRejected: the user rejected a permission request without a
 	// message (interrupted): the turn stops there, as opencode's does.
 	ReasonRejected EndReason = "rejected"
+	// ReasonAskTimeout: an ask (a permission request or a question) was
+	// not answered in time, and the operator's policy ends the run
+	// (interrupted); see package asks.
+	ReasonAskTimeout EndReason = "ask_timeout"
 )
 
 // Phase refines a busy status: what the run waits for or does.
@@ -43,6 +47,10 @@ const (
 	PhaseRecovering        Phase = "recovering"
 	PhaseWaitingPermission Phase = "waiting_permission"
 	PhaseCompacting        Phase = "compacting"
+	// PhasePaused: the run was cut off by a restart and waits for an
+	// explicit resume (POST /session/{id}/resume) instead of resuming on
+	// its own. It is not idle: the run is not over.
+	PhasePaused Phase = "paused"
 )
 
 // TerminalState reports whether a run in state s has ended.
@@ -80,6 +88,10 @@ type Run struct {
 	// Shell is the command of a run that runs the user's own shell
 	// command (opencode's shell mode) instead of the model.
 	Shell string `json:"shell,omitempty"`
+	// Interactive false, from the prompt that started the run, has every
+	// ask of the run answered by the operator's rules at once (package
+	// asks); absent means interactive.
+	Interactive *bool `json:"interactive,omitempty"`
 }
 
 // RunTime holds a run's timestamps in epoch milliseconds.

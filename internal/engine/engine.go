@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/asks"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
@@ -88,6 +89,8 @@ type Config struct {
 	// by default, since a client that never answers leaves the run
 	// waiting.
 	Questions bool
+	// Asks ends asks nobody answers in time (package asks).
+	Asks asks.Policy
 	// OutputDir keeps the full output of tool calls whose output was cut,
 	// one folder per session, which only that session's tools may read
 	// without asking (default: a private temporary folder).

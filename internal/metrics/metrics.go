@@ -110,7 +110,7 @@ type Known struct {
 var outcomes = map[core.RunState][]core.EndReason{
 	core.RunSucceeded:   {""},
 	core.RunFailed:      {core.ReasonProviderError, core.ReasonRetriesExhausted, core.ReasonMaxSteps, core.ReasonCrashLoop, core.ReasonInternal, core.ReasonStructuredOutput},
-	core.RunInterrupted: {core.ReasonAborted, core.ReasonServerRestart, core.ReasonSuperseded, core.ReasonRejected},
+	core.RunInterrupted: {core.ReasonAborted, core.ReasonServerRestart, core.ReasonSuperseded, core.ReasonRejected, core.ReasonAskTimeout},
 }
 
 // Init creates every series whose labels are known at start, at zero, so

@@ -1,0 +1,29 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentd/agentd/internal/asks"
+	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/tool"
+)
+
+// askRule is the rule for the asks of this run (package asks).
+func (r *runner) askRule() asks.Rule {
+	return r.e.cfg.Asks.For(r.agent.Name, asks.Interactive(r.run))
+}
+
+// expire ends an ask nobody answered in time as d says. An answer is
+// recorded like a person's (answer: reply or dismiss), and the waiting
+// loop then finds it; an interruption ends the run at the ask's call.
+func (r *runner) expire(ctx context.Context, d asks.Decision, id string, answer func(ctx context.Context, id, reply, message, by string) error) error {
+	if d.Interrupt {
+		return &rejectedError{res: tool.Errorf("Nobody answered in time (" + d.By + "): the run ends here."), reason: core.ReasonAskTimeout}
+	}
+	err := answer(ctx, id, d.Reply, "", d.By)
+	if errors.Is(err, ErrAlreadyAnswered) || errors.Is(err, ErrQuestionAnswered) {
+		return nil // a person answered first
+	}
+	return err
+}
