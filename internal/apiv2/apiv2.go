@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
+	"github.com/agentd/agentd/internal/pty"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
@@ -67,6 +68,10 @@ type Config struct {
 	// Credentials stores the keys of API-key integrations (nil: none can
 	// be connected).
 	Credentials Credentials
+	// Terminals is the terminal service the v1 /pty routes serve too (nil:
+	// the operator has not turned terminals on, and every /api/pty route
+	// answers 403).
+	Terminals pty.Service
 	// Heartbeat is the interval of the event streams' heartbeats
 	// (default 10 s).
 	Heartbeat time.Duration

@@ -138,10 +138,9 @@ func (a *API) askRoutes() []v2route {
 }
 
 // otherRoutes are the files, commands, skills, the instance's events,
-// the terminals (refused for now), the questions and the references.
+// the terminals (pty.go), the questions and the references.
 func (a *API) otherRoutes() []v2route {
-	ptyDoc := server.RouteDoc{Status: http.StatusNotImplemented}
-	return []v2route{
+	out := []v2route{
 		{"GET", "/api/fs/read/{path...}", "v2.fs.read", "A file's bytes.", a.fsRead, server.RouteDoc{Query: []server.Param{qLocation}, Binary: true}},
 		{"GET", "/api/fs/list", "v2.fs.list", "A folder's entries.", a.fsList,
 			server.RouteDoc{Query: []server.Param{qLocation, {Name: "path", Kind: "string", About: "a folder of the directory"}}, Resp: located[[]workspace.Entry]{}}},
@@ -152,13 +151,9 @@ func (a *API) otherRoutes() []v2route {
 		{"GET", "/api/skill", "v2.skill.list", "Skills of the directory.", a.listSkills, loc(located[[]skillJSON]{})},
 		{"GET", "/api/event", "v2.event.subscribe", "Every event (SSE) in opencode 2's shapes, replayed after ?after= or Last-Event-ID, then live.", a.events,
 			server.RouteDoc{Query: []server.Param{qAfter}, Stream: true}},
-		{"GET", "/api/pty", "v2.pty.list", "Terminals: served by the pty package (not wired here yet).", ptyRefused, ptyDoc},
-		{"POST", "/api/pty", "v2.pty.create", "Terminals: served by the pty package (not wired here yet).", ptyRefused, ptyDoc},
-		{"GET", "/api/pty/{ptyID}", "v2.pty.get", "Terminals: served by the pty package (not wired here yet).", ptyRefused, ptyDoc},
-		{"PUT", "/api/pty/{ptyID}", "v2.pty.update", "Terminals: served by the pty package (not wired here yet).", ptyRefused, ptyDoc},
-		{"DELETE", "/api/pty/{ptyID}", "v2.pty.remove", "Terminals: served by the pty package (not wired here yet).", ptyRefused, ptyDoc},
-		{"POST", "/api/pty/{ptyID}/connect-token", "v2.pty.connectToken", "Terminals: served by the pty package (not wired here yet).", ptyRefused, ptyDoc},
-		{"GET", "/api/pty/{ptyID}/connect", "v2.pty.connect", "Terminals: served by the pty package (not wired here yet).", ptyRefused, ptyDoc},
+	}
+	out = append(out, a.ptyRoutes()...)
+	return append(out, []v2route{
 		{"GET", "/api/question/request", "v2.question.request.list", "Pending questions of every session.", a.listQuestions, loc(located[[]questionJSON]{})},
 		{"GET", "/api/session/{sessionID}/question", "v2.session.question.list", "The session's pending questions.", a.sessionQuestions,
 			server.RouteDoc{Resp: wrapped[[]questionJSON]{}}},
@@ -167,7 +162,7 @@ func (a *API) otherRoutes() []v2route {
 		{"POST", "/api/session/{sessionID}/question/{requestID}/reject", "v2.session.question.reject", "Dismiss a question.", a.rejectQuestion,
 			server.RouteDoc{Status: http.StatusNoContent}},
 		{"GET", "/api/reference", "v2.reference.list", "References of the directory (none).", a.listReferences, loc(located[[]struct{}]{})},
-	}
+	}...)
 }
 
 // Routes returns the routes for the server to mount.

@@ -111,6 +111,9 @@ var v1Types = map[string]bool{
 	core.EventSessionIdle: true, core.EventSessionCompacted: true, core.EventPermissionAsked: true, core.EventPermissionReplied: true,
 	core.EventQuestionAsked: true, core.EventQuestionReplied: true, core.EventQuestionRejected: true, "todo.updated": true,
 	core.EventServerConnected: true,
+	// The terminals' events (package pty), which opencode 2's union lists
+	// with the same data.
+	"pty.created": true, "pty.updated": true, "pty.exited": true, "pty.deleted": true,
 }
 
 // frames is Translate for events.StreamOptions.

@@ -9,6 +9,7 @@ import (
 	"github.com/agentd/agentd/internal/credential"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
+	"github.com/agentd/agentd/internal/pty"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
@@ -16,11 +17,13 @@ import (
 
 // mountV2 serves opencode 2's API (/api/*) beside the v1 routes, behind
 // the same middleware, over the same engine, store and event log; and the
-// credential store's v1 routes (/auth/{id}).
-func mountV2(api *server.Server, st *store.Watched, eng *engine.Engine, hub *events.Hub, cfg Config, commands *command.Catalog, skills *skill.Catalog) {
+// credential store's v1 routes (/auth/{id}). terms are the terminals the
+// v1 /pty routes serve (nil while off).
+func mountV2(api *server.Server, st *store.Watched, eng *engine.Engine, hub *events.Hub, cfg Config, commands *command.Catalog, skills *skill.Catalog,
+	terms pty.Service) {
 	v2cfg := apiv2.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Catalog: *cfg.Catalog, Commands: commands, Skills: skills,
-		Files: api.Files(), Heartbeat: cfg.Heartbeat, Unhealthy: st.Lost, Logger: cfg.Logger,
+		Files: api.Files(), Heartbeat: cfg.Heartbeat, Unhealthy: st.Lost, Logger: cfg.Logger, Terminals: terms,
 	}
 	if _, err := cfg.credentialKeys(); err != nil {
 		// Configure opened it when a configuration was read; an embedder

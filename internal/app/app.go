@@ -98,6 +98,9 @@ type Config struct {
 	// when a run first needs tools instead of at start.
 	MCP     map[string]mcp.Server
 	MCPLazy bool
+	// MCPAdd is agentd.mcp.add: "remote" lets clients add remote MCP
+	// servers at run time (POST /mcp); anything else refuses every add.
+	MCPAdd string
 	// WebFetchAllow lists the networks the webfetch tool may reach although
 	// they are on this machine or private (agentd.webfetch.allow).
 	WebFetchAllow []netip.Prefix
@@ -284,11 +287,11 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
-		Commands: commands, MCP: mcps, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
+		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
 	})
-	mountV2(api, st, eng, hub, cfg, commands, skills)
+	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms))
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		terms.Stop()

@@ -93,6 +93,9 @@ func (c *Config) Apply(f config.File, dir string) error {
 	c.Engine.ToolEnv = tool.NewEnv(append(config.KeyVars(), f.EnvRefs...), f.Agentd.ToolEnv)
 	c.Engine.Questions = f.Agentd.Questions
 	c.MCPLazy = f.Agentd.MCP != nil && f.Agentd.MCP.Lazy
+	if f.Agentd.MCP != nil {
+		c.MCPAdd = f.Agentd.MCP.Add
+	}
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog
 	return nil

@@ -101,3 +101,18 @@ func TestSnapshotDirConfig(t *testing.T) {
 		t.Errorf("stores in the configured folder: %v %v", entries, err)
 	}
 }
+
+// TestMCPAddConfig: agentd.mcp.add reaches the node's settings.
+func TestMCPAddConfig(t *testing.T) {
+	t.Parallel()
+	for js, want := range map[string]string{`{}`: "", `{"agentd":{"mcp":{"add":"remote"}}}`: "remote"} {
+		var f config.File
+		if err := json.Unmarshal([]byte(js), &f); err != nil {
+			t.Fatal(err)
+		}
+		var c app.Config
+		if err := c.Apply(f, t.TempDir()); err != nil || c.MCPAdd != want {
+			t.Errorf("%s: MCPAdd %q, %v; want %q", js, c.MCPAdd, err, want)
+		}
+	}
+}

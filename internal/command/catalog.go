@@ -150,6 +150,13 @@ func (c *Catalog) Forget(dir string) {
 	c.mu.Unlock()
 }
 
+// ForgetAll drops what is cached for every directory.
+func (c *Catalog) ForgetAll() {
+	c.mu.Lock()
+	c.cache = nil
+	c.mu.Unlock()
+}
+
 // folders are the global folders and dir's project folders.
 func (c *Catalog) folders(dir string) []folder {
 	var out []folder

@@ -229,9 +229,13 @@ type Settings struct {
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
-// run first needs tools rather than at start.
+// run first needs tools rather than at start; Add says which servers a
+// client may add at run time (POST /mcp): "remote" ones (an http(s) URL
+// the server connects to), or none when absent or "off". A local server
+// is a command the server would run, so a client may never add one.
 type MCP struct {
-	Lazy bool `json:"lazy"`
+	Lazy bool   `json:"lazy"`
+	Add  string `json:"add"`
 }
 
 // Webfetch opens networks to the webfetch tool that it refuses by default

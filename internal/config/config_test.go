@@ -87,6 +87,8 @@ func TestValidateNumbers(t *testing.T) {
 		{`{"agent":{"build":{"temperature":7}}}`, "agent.build.temperature"},
 		{`{"agent":{"build":{"steps":-2}}}`, "agent.build.steps"},
 		{`{"provider":{"p":{"models":{"m":{"limit":{"context":-1}}}}}}`, "provider.p.models.m.limit"},
+		{`{"agentd":{"mcp":{"add":"local"}}}`, "agentd.mcp.add"},
+		{`{"agentd":{"mcp":{"add":"remote","lazy":true}}}`, ""},
 		{`{"agentd":{"maxSteps":5,"retry":{"maxAttempts":3,"maxElapsed":"2m"}}}`, ""},
 		{`{"provider":{"p":{"models":{"m":{"modalities":{"input":["text","picture"]}}}}}}`, `provider.p.models.m.modalities: "picture"`},
 	} {

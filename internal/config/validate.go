@@ -30,6 +30,13 @@ func (f File) Validate() error {
 			return err
 		}
 	}
+	if m := a.MCP; m != nil {
+		switch m.Add {
+		case "", "off", "remote":
+		default:
+			return fmt.Errorf("agentd.mcp.add %q: want remote or off (a client may never add a local server: it is a command)", m.Add)
+		}
+	}
 	if sb := a.Sandbox; sb != nil {
 		switch sb.Mode {
 		case "", "auto", "required", "off":

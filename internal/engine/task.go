@@ -55,6 +55,10 @@ func (e *Engine) ownTools() []tool.Tool {
 	return own
 }
 
+// Tools lists every tool the node offers agents (its registry's and the
+// engine's own), sorted by name.
+func (e *Engine) Tools() []tool.Tool { return e.allTools() }
+
 // allTools lists every tool offered to agents, sorted by name; a
 // registered tool wins over the engine's own of the same name.
 func (e *Engine) allTools() []tool.Tool {

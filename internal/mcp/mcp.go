@@ -118,7 +118,14 @@ type conn struct {
 	status  Status
 	session *sdk.ClientSession
 	tools   []tool.Tool
+	// stop ends the goroutine that keeps the server connected (nil when
+	// none runs); off is set by Disconnect, until Connect.
+	stop context.CancelFunc
+	off  bool
 }
+
+// live reports whether the server is to be kept connected.
+func (c *conn) live() bool { return c.cfg.enabled() && !c.off }
 
 // New returns a manager of the servers; Start connects them.
 func New(o Options) *Manager {
@@ -179,13 +186,15 @@ func (m *Manager) connectAll() {
 			return
 		}
 		var first sync.WaitGroup
+		m.mu.Lock()
 		for _, c := range m.conns {
-			if !c.cfg.enabled() {
+			if !c.live() || c.stop != nil {
 				continue
 			}
 			first.Add(1)
-			m.wg.Go(func() { m.keep(ctx, c, first.Done) })
+			m.startKeep(ctx, c, first.Done)
 		}
+		m.mu.Unlock()
 		first.Wait()
 	})
 }
@@ -218,8 +227,18 @@ func (m *Manager) Stop() {
 	})
 }
 
+// startKeep starts keeping c connected, under a context of its own that
+// Disconnect cancels; connected is called after the first attempt. m.mu
+// is held.
+func (m *Manager) startKeep(ctx context.Context, c *conn, connected func()) {
+	ctx, c.stop = context.WithCancel(ctx)
+	m.wg.Go(func() { m.keep(ctx, c, connected) })
+}
+
 // keep connects a server and reconnects it whenever its session ends,
-// pausing longer after each failure in a row.
+// pausing longer after each failure in a row. Its context ends with Stop
+// or Disconnect, which change the server's state themselves: keep checks
+// it under m.mu before each change it makes.
 func (m *Manager) keep(ctx context.Context, c *conn, connected func()) {
 	once := sync.OnceFunc(connected)
 	defer once()
@@ -227,11 +246,13 @@ func (m *Manager) keep(ctx context.Context, c *conn, connected func()) {
 	for ctx.Err() == nil {
 		session, tools, err := m.connect(ctx, c)
 		m.mu.Lock()
-		if err == nil && ctx.Err() != nil {
-			// Stop came while connecting: Stop has closed the sessions it
-			// saw, not this one.
+		if ctx.Err() != nil {
+			// Stop or Disconnect came while connecting: they have closed
+			// the sessions they saw, not this one.
 			m.mu.Unlock()
-			_ = session.Close()
+			if err == nil {
+				_ = session.Close()
+			}
 			return
 		}
 		if err != nil {
@@ -250,10 +271,11 @@ func (m *Manager) keep(ctx context.Context, c *conn, connected func()) {
 			m.log.Info("MCP server connected", "server", c.name, "tools", len(tools))
 			pause = m.o.Backoff
 			werr := session.Wait()
+			m.mu.Lock()
 			if ctx.Err() != nil {
+				m.mu.Unlock()
 				return
 			}
-			m.mu.Lock()
 			c.status, c.session, c.tools = Status{Status: StatusFailed, Error: "the server closed the connection"}, nil, nil
 			m.mu.Unlock()
 			m.log.Warn("MCP server disconnected; reconnecting", "server", c.name, "err", werr, "retry", pause)

@@ -18,6 +18,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/server"
 	gitwt "github.com/agentd/agentd/internal/worktree"
 )
@@ -49,6 +50,10 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		Security: server.Security{LoopbackOnly: true}, Logger: slog.New(slog.DiscardHandler), WorktreeDir: wtDir, SkillDirs: []string{}}
 	cfg.Engine.Questions = true
 	cfg.Terminals.Enabled = true
+	// An MCP server that cannot be reached, for the MCP routes; clients
+	// may add remote ones.
+	cfg.MCP = map[string]mcp.Server{"doc": {Type: "remote", URL: "http://127.0.0.1:1/", Enabled: new(false), Timeout: 2000}}
+	cfg.MCPAdd = "remote"
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +182,16 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	doomed := session()
 	mover := session()
 	ptyID := mustJSON("POST", "/pty", `{"command":"/bin/sh","args":["-c","read x"]}`)["id"].(string)
+	// A turn whose message and parts are edited and deleted.
+	sEdit := session()
+	mustJSON("POST", "/session/"+sEdit+"/message", `{"parts":[{"type":"text","text":"reply:edit me"},{"type":"text","text":"a second part"}]}`)
+	var edit []struct {
+		Info  struct{ ID string }
+		Parts []struct{ ID string }
+	}
+	json.Unmarshal(call(t, "GET", base+"/session/"+sEdit+"/message", "", nil).body, &edit)
+	editUser, editAnswer := edit[0].Info.ID, edit[len(edit)-1].Info.ID
+	editPart, dropPart := edit[0].Parts[0].ID, edit[0].Parts[1].ID
 
 	type recipe struct {
 		path, body string
@@ -210,12 +225,37 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /experimental/worktree/reset":                         {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"DELETE /experimental/worktree":                             {body: `{"directory":"` + filepath.Join(wtFolder, "docwt") + `"}`},
 		"POST /experimental/control-plane/move-session":             {body: `{"sessionID":"` + mover + `","destination":{"directory":"` + filepath.Join(dir, "sub") + `"}}`},
-		"POST /pty":                 {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
-		"PUT /pty/{ptyID}":          {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
-		"GET /vcs/diff":             {path: "/vcs/diff?mode=git"},
-		"POST /vcs/apply":           {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
-		"PUT /auth/{providerID}":    {path: "/auth/agentd", body: `{"type":"api","key":"sk-doc"}`},
-		"DELETE /auth/{providerID}": {path: "/auth/agentd"},
+		"POST /pty":                                {body: `{"command":"/bin/sh","args":["-c","read x"],"title":"doc"}`},
+		"PUT /pty/{ptyID}":                         {body: `{"title":"renamed","size":{"rows":30,"cols":100}}`},
+		"GET /vcs/diff":                            {path: "/vcs/diff?mode=git"},
+		"POST /vcs/apply":                          {body: `{"patch":"diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n alpha\n-beta\n+gamma\n"}`},
+		"PUT /auth/{providerID}":                   {path: "/auth/agentd", body: `{"type":"api","key":"sk-doc"}`},
+		"DELETE /auth/{providerID}":                {path: "/auth/agentd"},
+		"POST /tui/append-prompt":                  {body: `{"text":"hi"}`},
+		"POST /tui/execute-command":                {body: `{"command":"session_new"}`},
+		"POST /tui/show-toast":                     {body: `{"message":"m","variant":"info","duration":1000}`},
+		"POST /tui/publish":                        {body: `{"type":"tui.toast.show","properties":{"message":"m","variant":"success"}}`},
+		"POST /tui/select-session":                 {body: `{"sessionID":"` + s1 + `"}`},
+		"GET /tui/control/next":                    {path: "/tui/control/next?timeout=5s"},
+		"POST /tui/control/response":               {body: `{"ok":true}`},
+		"POST /log":                                {body: `{"service":"doc","level":"info","message":"hello","extra":{"n":1}}`},
+		"PATCH /config":                            {body: `{}`},
+		"PATCH /global/config":                     {body: `{}`},
+		"POST /global/upgrade":                     {body: `{"target":"latest"}`},
+		"DELETE /session/{id}/message/{messageID}": {path: "/session/" + sEdit + "/message/" + editAnswer},
+		"PATCH /session/{id}/message/{messageID}/part/{partID}": {path: "/session/" + sEdit + "/message/" + editUser + "/part/" + editPart,
+			body: `{"id":"` + editPart + `","sessionID":"` + sEdit + `","messageID":"` + editUser + `","type":"text","text":"reply:edited"}`},
+		"DELETE /session/{id}/message/{messageID}/part/{partID}": {path: "/session/" + sEdit + "/message/" + editUser + "/part/" + dropPart},
+		"POST /mcp":                                   {body: `{"name":"added","config":{"type":"remote","url":"http://127.0.0.1:1/","enabled":false}}`},
+		"POST /mcp/{name}/auth/callback":              {body: `{"code":"c"}`},
+		"POST /experimental/workspace":                {body: `{"type":"worktree"}`},
+		"POST /experimental/workspace/warp":           {body: `{"id":null,"sessionID":"` + s1 + `"}`},
+		"POST /experimental/console/switch":           {body: `{"accountID":"a","orgID":"o"}`},
+		"POST /provider/{providerID}/oauth/authorize": {body: `{"method":0}`},
+		"POST /provider/{providerID}/oauth/callback":  {body: `{"method":0,"code":"c"}`},
+		"POST /sync/history":                          {body: `{}`},
+		"POST /sync/replay":                           {body: `{"directory":"/","events":[]}`},
+		"POST /sync/steal":                            {body: `{"sessionID":"` + s1 + `"}`},
 	}
 	type route struct{ method, pattern string }
 	var routes []route
@@ -247,7 +287,8 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		rc := recipes[key]
 		path := rc.path
 		if path == "" {
-			path = strings.NewReplacer("{id}", s1, "{messageID}", userMsg, "{runID}", runID, "{projectID}", "global", "{ptyID}", ptyID).Replace(rt.pattern)
+			path = strings.NewReplacer("{id}", s1, "{messageID}", userMsg, "{runID}", runID, "{projectID}", "global", "{ptyID}", ptyID,
+				"{name}", "doc", "{providerID}", "agentd").Replace(rt.pattern)
 		}
 		if strings.Contains(path, "{") {
 			t.Errorf("%s: no request written for this route (add a recipe)", key)

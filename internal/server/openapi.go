@@ -166,7 +166,7 @@ func (s *Server) OpenAPI() map[string]any {
 			params = append(params, map[string]any{"name": "Last-Event-ID", "in": "header",
 				"description": "resume after this seq", "schema": map[string]any{"type": "string"}})
 		}
-		status, ok := o.success(set, errResp, opID != "")
+		status, ok := o.success(set, errResp, rt.pattern)
 		responses := map[string]any{"default": errResp, status: ok}
 		if opID == "" {
 			opID = operationID(rt.method, rt.pattern)
@@ -203,7 +203,7 @@ func (s *Server) OpenAPI() map[string]any {
 
 // success is an operation's success answer in the document, by its
 // status; mounted routes' 204s say nothing of prompts.
-func (o op) success(set *apidoc.Set, errResp map[string]any, mounted bool) (string, map[string]any) {
+func (o op) success(set *apidoc.Set, errResp map[string]any, pattern string) (string, map[string]any) {
 	ok := map[string]any{"description": "OK"}
 	switch {
 	case o.stream:
@@ -220,10 +220,10 @@ func (o op) success(set *apidoc.Set, errResp map[string]any, mounted bool) (stri
 		ok["content"] = map[string]any{mime: map[string]any{"schema": map[string]any{"type": "string"}}}
 	case o.binary:
 		ok["content"] = map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}
-	case o.status == http.StatusNoContent && mounted:
-		return "204", map[string]any{"description": "No content."}
-	case o.status == http.StatusNoContent:
+	case o.status == http.StatusNoContent && strings.HasSuffix(pattern, "prompt_async"):
 		return "204", map[string]any{"description": "Admitted: the prompt is durable and its run will start."}
+	case o.status == http.StatusNoContent:
+		return "204", map[string]any{"description": "Done: no content."}
 	case o.status >= 400:
 		return strconv.Itoa(o.status), errResp
 	case o.resp != nil:

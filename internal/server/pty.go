@@ -239,6 +239,18 @@ func connectTicket(r *http.Request) (id, ticket string, ok bool) {
 	return m[1], ticket, ticket != ""
 }
 
+// ticketRefused answers a websocket whose ticket does not open it, in the
+// error shape of the API it was asked through (opencode 2's ForbiddenError
+// on /api).
+func ticketRefused(path string) *apiError {
+	tag, route := "Forbidden", "POST /pty/{ptyID}/connect-token"
+	if strings.HasPrefix(path, "/api/") {
+		tag, route = "ForbiddenError", "POST /api/pty/{ptyID}/connect-token"
+	}
+	return tagged(http.StatusForbidden, tag, "the connect ticket is not valid for this terminal "+
+		"(spent, expired or unknown): ask for another with "+route, nil)
+}
+
 // consumeTicket spends a connect token for terminal id.
 func (s *Server) consumeTicket(ticket, id string) bool {
 	return s.cfg.Terminals != nil && s.cfg.Terminals.ConsumeTicket(ticket, id)

@@ -208,8 +208,7 @@ func (g *guard) handler(next http.Handler) http.Handler {
 			// whatever follows; one not valid for this terminal is
 			// refused even where no password is set.
 			if g.tickets == nil || !g.tickets(ticket, id) {
-				writeError(w, tagged(http.StatusForbidden, "Forbidden", "the connect ticket is not valid for this terminal "+
-					"(spent, expired or unknown): ask for another with POST /pty/{ptyID}/connect-token", nil))
+				writeError(w, ticketRefused(r.URL.Path))
 				return
 			}
 		} else if s.Password != "" && !g.authorized(w, r) {

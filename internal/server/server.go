@@ -26,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/pty"
 	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/tuictl"
 	"github.com/agentd/agentd/internal/ui"
 	gitwt "github.com/agentd/agentd/internal/worktree"
 	"go.opentelemetry.io/otel/trace"
@@ -52,8 +53,13 @@ type Config struct {
 	Pprof bool
 	// Node describes this node to GET /node.
 	Node NodeInfo
-	// MCP reports the MCP servers' states to GET /mcp (nil: none).
+	// MCP reports the MCP servers' states to GET /mcp (nil: none); a
+	// manager that can also add, connect and disconnect servers (as
+	// *mcp.Manager does) serves the MCP management routes.
 	MCP interface{ Statuses() map[string]mcp.Status }
+	// MCPAdd is agentd.mcp.add: "remote" lets clients add remote MCP
+	// servers (POST /mcp); anything else refuses every add.
+	MCPAdd string
 	// Commands resolve the commands of a directory, for GET /command and
 	// POST /session/{id}/command (nil: the built-in ones only).
 	Commands *command.Catalog
@@ -101,6 +107,10 @@ type Server struct {
 	mux     *http.ServeMux
 	started time.Time
 	dirs    dirCache
+	// tui queues the requests made of TUIs for GET /tui/control/next.
+	tui *tuictl.Queue
+	// logWindow caps the rate of clients' log lines (POST /log).
+	logWindow window
 }
 
 // route is one method on one path; the table drives both the mux and the
@@ -135,7 +145,8 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		// process's own.
 		cfg.Metrics = metrics.New().Handler()
 	}
-	s := &Server{cfg: cfg, st: st, eng: eng, hub: hub, log: cfg.Logger.With("component", "http"), started: time.Now()}
+	s := &Server{cfg: cfg, st: st, eng: eng, hub: hub, log: cfg.Logger.With("component", "http"), started: time.Now(),
+		tui: tuictl.New(0, 0, nil)}
 	s.routes = []route{
 		{"GET", "/global/health", "Report that the server is up, with its version.", false, s.health},
 		{"GET", "/event", "Stream events (SSE); replay with Last-Event-ID or ?after=.", false, s.eventStream},
@@ -211,6 +222,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	}
 	s.routes = append(s.routes, s.projectRoutes()...)
 	s.routes = append(s.routes, s.ptyRoutes()...)
+	s.routes = append(s.routes, s.restRoutes()...)
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}
 	var order []string

@@ -278,20 +278,34 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	sort.Strings(ops)
 	want := []string{
-		"DELETE /auth/{providerID}", "DELETE /session/{id}", "DELETE /session/{id}/share", "GET /agent", "GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event",
-		"GET /experimental/capabilities", "GET /experimental/console", "GET /experimental/resource", "GET /experimental/workspace",
-		"GET /experimental/workspace/status", "GET /file", "GET /file/content", "GET /file/status", "GET /find", "GET /find/file",
-		"GET /find/symbol", "GET /formatter", "GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /metrics",
-		"GET /node", "GET /path", "GET /permission", "GET /project/current", "GET /project/{projectID}/directories", "GET /provider",
-		"GET /provider/auth", "GET /question", "GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}",
-		"GET /session/{id}/children", "GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message",
-		"GET /session/{id}/message/{messageID}", "GET /session/{id}/run", "GET /session/{id}/run/{runID}", "GET /session/{id}/status",
-		"GET /session/{id}/todo", "GET /vcs", "GET /vcs/diff", "GET /vcs/diff/raw", "GET /vcs/status", "PATCH /session/{id}", "POST /instance/dispose", "POST /permission/{requestID}/reply",
-		"POST /question/{requestID}/reject", "POST /question/{requestID}/reply", "POST /session", "POST /session/{id}/abort",
-		"POST /session/{id}/command", "POST /session/{id}/fork", "POST /session/{id}/init", "POST /session/{id}/message",
-		"POST /session/{id}/permissions/{permissionID}", "POST /session/{id}/prompt_async", "POST /session/{id}/revert",
-		"POST /session/{id}/share", "POST /session/{id}/shell", "POST /session/{id}/summarize", "POST /session/{id}/unrevert",
-		"POST /session/{id}/wait", "POST /vcs/apply", "PUT /auth/{providerID}",
+		"DELETE /auth/{providerID}", "DELETE /experimental/workspace/{id}", "DELETE /mcp/{name}/auth", "DELETE /session/{id}",
+		"DELETE /session/{id}/message/{messageID}", "DELETE /session/{id}/message/{messageID}/part/{partID}",
+		"DELETE /session/{id}/share", "GET /agent", "GET /command", "GET /config", "GET /config/providers", "GET /doc", "GET /event",
+		"GET /experimental/capabilities", "GET /experimental/console", "GET /experimental/console/orgs", "GET /experimental/resource",
+		"GET /experimental/session", "GET /experimental/tool", "GET /experimental/tool/ids", "GET /experimental/workspace",
+		"GET /experimental/workspace/adapter", "GET /experimental/workspace/status", "GET /file", "GET /file/content",
+		"GET /file/status", "GET /find", "GET /find/file", "GET /find/symbol", "GET /formatter", "GET /global/config",
+		"GET /global/event", "GET /global/health", "GET /lsp", "GET /mcp", "GET /metrics", "GET /node", "GET /path", "GET /permission",
+		"GET /project/current", "GET /project/{projectID}/directories", "GET /provider", "GET /provider/auth", "GET /question",
+		"GET /session", "GET /session/active", "GET /session/status", "GET /session/{id}", "GET /session/{id}/children",
+		"GET /session/{id}/diff", "GET /session/{id}/event", "GET /session/{id}/message", "GET /session/{id}/message/{messageID}",
+		"GET /session/{id}/run", "GET /session/{id}/run/{runID}", "GET /session/{id}/status", "GET /session/{id}/todo",
+		"GET /tui/control/next", "GET /vcs", "GET /vcs/diff", "GET /vcs/diff/raw", "GET /vcs/status", "PATCH /config",
+		"PATCH /global/config", "PATCH /session/{id}", "PATCH /session/{id}/message/{messageID}/part/{partID}",
+		"POST /experimental/console/switch", "POST /experimental/session/{id}/background", "POST /experimental/workspace",
+		"POST /experimental/workspace/sync-list", "POST /experimental/workspace/warp", "POST /global/dispose", "POST /global/upgrade",
+		"POST /instance/dispose", "POST /log", "POST /mcp", "POST /mcp/{name}/auth", "POST /mcp/{name}/auth/authenticate",
+		"POST /mcp/{name}/auth/callback", "POST /mcp/{name}/connect", "POST /mcp/{name}/disconnect",
+		"POST /permission/{requestID}/reply", "POST /provider/{providerID}/oauth/authorize",
+		"POST /provider/{providerID}/oauth/callback", "POST /question/{requestID}/reject", "POST /question/{requestID}/reply",
+		"POST /session", "POST /session/{id}/abort", "POST /session/{id}/command", "POST /session/{id}/fork",
+		"POST /session/{id}/init", "POST /session/{id}/message", "POST /session/{id}/permissions/{permissionID}",
+		"POST /session/{id}/prompt_async", "POST /session/{id}/revert", "POST /session/{id}/share", "POST /session/{id}/shell",
+		"POST /session/{id}/summarize", "POST /session/{id}/unrevert", "POST /session/{id}/wait", "POST /sync/history",
+		"POST /sync/replay", "POST /sync/start", "POST /sync/steal", "POST /tui/append-prompt", "POST /tui/clear-prompt",
+		"POST /tui/control/response", "POST /tui/execute-command", "POST /tui/open-help", "POST /tui/open-models",
+		"POST /tui/open-sessions", "POST /tui/open-themes", "POST /tui/publish", "POST /tui/select-session", "POST /tui/show-toast",
+		"POST /tui/submit-prompt", "POST /vcs/apply", "PUT /auth/{providerID}",
 	}
 	// Projects, worktrees and skills (projects.go).
 	want = append(want, "GET /skill", "GET /project", "PATCH /project/{projectID}", "POST /project/git/init",
@@ -314,6 +328,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 		path = strings.NewReplacer("{id}", "ses_nope", "{messageID}", "msg_nope", "{runID}", "run_nope",
 			"{requestID}", "per_nope", "{permissionID}", "per_nope", "{projectID}", "global").Replace(path)
+		if path == "/tui/control/next" {
+			path += "?timeout=10ms" // it waits for a TUI request otherwise
+		}
 		r := call(t, method, a.URL()+path, "{}", nil)
 		if r.status == 405 {
 			t.Errorf("%s: documented but answers 405", op)

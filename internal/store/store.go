@@ -86,7 +86,11 @@ type Reader interface {
 	// ones it wrote).
 	MessageSeqs(ctx context.Context, sessionID string, after int64) ([]MessageSeq, error)
 	// MessageIntact reports whether a message of the session is live, its
-	// parts included: false once a revert retired it or any of its parts.
+	// parts included, and the history through it unchanged since it was
+	// written: false once a revert retired it or any of its parts, or once
+	// a message or part at or before it was deleted or changed
+	// (RetireMessage, RetirePart, KeepPart) after it was written. A view
+	// of the history through the message may be kept while it is true.
 	MessageIntact(ctx context.Context, sessionID, messageID string) (bool, error)
 	// RunMessages lists the infos (without parts) of the messages tied to a
 	// run, oldest first: its user messages and its assistant messages.
@@ -177,6 +181,20 @@ type Tx interface {
 	// that stays) it retired; ErrNotFound when messageID or partID is not
 	// a live message or part of the session.
 	RetireFrom(ctx context.Context, sessionID, messageID, partID, by string) (messages, parts []string, err error)
+	// RetireMessage retires one live message of the session and its live
+	// parts (a client deleted it): they stay as tombstones no read returns.
+	// It returns the parts it retired; ErrNotFound when messageID is not a
+	// live message of the session.
+	RetireMessage(ctx context.Context, sessionID, messageID string) (parts []string, err error)
+	// RetirePart retires one live part of a live message of the session
+	// (a client deleted it), as a tombstone; ErrNotFound when there is no
+	// such part.
+	RetirePart(ctx context.Context, sessionID, messageID, partID string) error
+	// KeepPart keeps the current version of a live part of a live message
+	// of the session as a tombstone under the new id copyID, before a
+	// client's change replaces it (PutPart); ErrNotFound when there is no
+	// such part.
+	KeepPart(ctx context.Context, sessionID, messageID, partID, copyID string) error
 	// InsertRun adds a run; ErrConflict if the id exists.
 	InsertRun(ctx context.Context, r core.Run) error
 	// UpdateRun replaces a run's mutable fields; ErrRunEnded once the

@@ -76,6 +76,9 @@ func startNode(t *testing.T, extra string) *node {
 		t.Fatal(err)
 	}
 	cfg.MCP = f.MCP
+	if f.Agentd.MCP != nil {
+		cfg.MCPAdd = f.Agentd.MCP.Add
+	}
 	cfg.Engine.Questions = f.Agentd.Questions
 	cfg.Terminals.Enabled = f.Agentd.Terminal != nil && f.Agentd.Terminal.Enabled
 	a, err := app.Start(t.Context(), cfg)

@@ -46,13 +46,13 @@ func readmeTables(t *testing.T) map[string][]string {
 // TestREADMERoutes keeps README's tables of opencode's routes true: every
 // operation of opencode's document is in exactly one table; those in
 // "Served" and "Served differently" are agentd's routes, and every
-// opencode route agentd serves is there; those in "Not served" answer 404
-// (405 where agentd serves the path for another method).
+// opencode route agentd serves is there; those in "Not served" (none
+// today) answer 404 (405 where agentd serves the path for another method).
 func TestREADMERoutes(t *testing.T) {
 	tables := readmeTables(t)
 	served := append(append([]string{}, tables["Served"]...), tables["Served differently"]...)
 	notServed := tables["Not served (404)"]
-	if len(served) == 0 || len(notServed) == 0 {
+	if len(served) == 0 {
 		t.Fatalf("README's route tables not found: %v", tables)
 	}
 	seen := map[string]int{}

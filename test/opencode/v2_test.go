@@ -1,6 +1,7 @@
 package opencode_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ var v2EventTypes = []string{
 	"session.next.revert.cleared", "session.next.revert.committed", "session.execution.started",
 	"session.execution.succeeded", "session.execution.failed", "session.execution.interrupted",
 	"permission.v2.asked", "permission.v2.replied", "question.v2.asked", "question.v2.replied", "question.v2.rejected",
+	"pty.created", "pty.updated", "pty.exited", "pty.deleted",
 }
 
 // TestSchemaV2 drives every operation of opencode 2's API (the /api
@@ -26,7 +28,7 @@ var v2EventTypes = []string{
 // answer and event by opencode's document (1.18.33's, with the later
 // schema's additions where agentd serves those: v2overlay_test.go).
 func TestSchemaV2(t *testing.T) {
-	n := startNode(t, `, "permission": {"bash": "ask"}, "agentd": {"questions": true}`)
+	n := startNode(t, `, "permission": {"bash": "ask"}, "agentd": {"questions": true, "terminal": {"enabled": true}}`)
 	n.follow(t, "/api/event")
 	n.follow(t, "/api/event?after=0")
 
@@ -191,9 +193,7 @@ func TestSchemaV2(t *testing.T) {
 		}
 	}
 	n.call(t, "POST", sp+"/prompt", map[string]any{"prompt": 5}, nil)
-	for _, m := range []string{"GET", "POST"} {
-		n.call(t, m, "/api/pty", nil, nil)
-	}
+	schemaV2Terminals(t, n)
 	time.Sleep(300 * time.Millisecond) // the streams' last events
 
 	v := n.rec.check(t)
@@ -227,8 +227,8 @@ func checkV2Operations(t *testing.T, n *node, v verdict) {
 				t.Errorf("%s %s is tagged opencode v2 but opencode's document has no such operation", strings.ToUpper(m), p)
 				continue
 			}
-			if strings.HasPrefix(p, "/api/pty") || strings.HasSuffix(p, "/event") {
-				continue // refused until the terminals are wired; streams are judged by their events
+			if strings.HasSuffix(p, "/event") {
+				continue // streams are judged by their events
 			}
 			if v.operations[strings.ToUpper(m)+" "+p] == 0 {
 				t.Errorf("%s %s (%s) was never judged", strings.ToUpper(m), p, op.OperationID)
@@ -243,5 +243,91 @@ func checkV2Operations(t *testing.T, n *node, v verdict) {
 	}
 	if listed != want {
 		t.Errorf("agentd lists %d of the %d /api operations of opencode's document", listed, want)
+	}
+}
+
+// schemaV2Terminals drives opencode 2's terminal routes: one terminal that
+// exits by itself, one removed while it runs, and the errors the document
+// describes (an unknown terminal, a bad size, a ticket asked for without
+// opencode's header, a spent ticket, a connect that is no websocket).
+func schemaV2Terminals(t *testing.T, n *node) {
+	t.Helper()
+	type located struct {
+		Data struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"data"`
+	}
+	var running, done located
+	if code := n.call(t, "POST", "/api/pty", map[string]any{"command": "/bin/sh", "args": []string{"-c", "read x"}, "title": "schema"}, &running); code != 200 {
+		t.Fatalf("create a terminal: %d", code)
+	}
+	n.call(t, "POST", "/api/pty", map[string]any{"command": "/bin/sh", "args": []string{"-c", "exit 0"}}, &done)
+	waitUntil(t, "the terminal's exit", func() bool {
+		var info located
+		n.call(t, "GET", "/api/pty/"+done.Data.ID, nil, &info)
+		return info.Data.Status == "exited"
+	})
+	p := "/api/pty/" + running.Data.ID
+	for _, path := range []string{"/api/pty", p, "/api/pty/" + done.Data.ID} {
+		if code := n.call(t, "GET", path, nil, nil); code != 200 {
+			t.Errorf("GET %s: %d", path, code)
+		}
+	}
+	n.call(t, "GET", "/api/pty/pty_doesnotexist", nil, nil)
+	if code := n.call(t, "PUT", p, map[string]any{"title": "renamed", "size": map[string]int{"rows": 30, "cols": 100}}, nil); code != 200 {
+		t.Errorf("PUT %s: %d", p, code)
+	}
+	n.call(t, "PUT", p, map[string]any{"size": map[string]int{"rows": 0, "cols": 100}}, nil)
+	n.call(t, "POST", p+"/connect-token", nil, nil) // without opencode's header: 403
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", n.rec.URL()+p+"/connect-token", nil)
+	req.Header.Set("x-opencode-ticket", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("connect-token: %v %v", resp, err)
+	}
+	var tk struct {
+		Data struct {
+			Ticket string `json:"ticket"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&tk)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.call(t, "GET", p+"/connect", nil, nil) // not a websocket: 400
+	n.call(t, "GET", p+"/connect?ticket="+tk.Data.Ticket, nil, nil)
+	n.call(t, "GET", p+"/connect?ticket="+tk.Data.Ticket, nil, nil) // spent: 403
+	n.call(t, "GET", "/api/pty/pty_doesnotexist/connect", nil, nil)
+	for _, id := range []string{running.Data.ID, done.Data.ID} {
+		if code := n.call(t, "DELETE", "/api/pty/"+id, nil, nil); code != 204 {
+			t.Errorf("DELETE /api/pty/%s: %d", id, code)
+		}
+	}
+	n.call(t, "DELETE", p, nil, nil)
+}
+
+// TestSchemaV2TerminalsOff: with terminals off (the default) every
+// /api/pty route answers 403, in the shape the document gives where it
+// describes one.
+func TestSchemaV2TerminalsOff(t *testing.T) {
+	n := startNode(t, "")
+	for _, rt := range [][2]string{{"GET", "/api/pty"}, {"POST", "/api/pty"}, {"GET", "/api/pty/pty_x"}, {"PUT", "/api/pty/pty_x"},
+		{"DELETE", "/api/pty/pty_x"}, {"POST", "/api/pty/pty_x/connect-token"}, {"GET", "/api/pty/pty_x/connect"},
+		{"GET", "/api/pty/pty_x/connect?ticket=x"}} {
+		var body any
+		if rt[0] != "GET" && rt[0] != "DELETE" {
+			body = map[string]any{}
+		}
+		if code := n.call(t, rt[0], rt[1], body, nil); code != http.StatusForbidden {
+			t.Errorf("%s %s: %d, want 403", rt[0], rt[1], code)
+		}
+	}
+	v := n.rec.check(t)
+	for _, op := range []string{"POST /api/pty/{ptyID}/connect-token", "GET /api/pty/{ptyID}/connect"} {
+		if v.operations[op] == 0 {
+			t.Errorf("%s: its 403 was not judged", op)
+		}
 	}
 }

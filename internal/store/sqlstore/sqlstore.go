@@ -334,13 +334,19 @@ func (r Reader) MessageSeqs(ctx context.Context, sessionID string, after int64) 
 
 // MessageIntact implements store.Reader.
 func (r Reader) MessageIntact(ctx context.Context, sessionID, messageID string) (bool, error) {
-	var ok bool
-	err := r.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = ? AND session_id = ? AND retired = '')
-		AND NOT EXISTS (SELECT 1 FROM parts WHERE message_id = ? AND retired != '')`, messageID, sessionID, messageID).Scan(&ok)
+	var seq int64
+	err := r.queryRow(ctx, `SELECT seq FROM messages WHERE id = ? AND session_id = ? AND retired = ''
+		AND NOT EXISTS (SELECT 1 FROM parts WHERE message_id = ? AND retired != ''
+			AND retired NOT LIKE 'edit@%' AND retired NOT LIKE 'delete@%')`,
+		messageID, sessionID, messageID).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("check message %s: %w", messageID, err)
 	}
-	return ok, nil
+	edited, err := r.editedBefore(ctx, sessionID, seq)
+	return err == nil && !edited, err
 }
 
 // RunMessages implements store.Reader.

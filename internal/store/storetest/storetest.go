@@ -52,6 +52,9 @@ func Exercise(t *testing.T, open Opener) {
 		"EventsBoundedByBytes":  testEventsByBytes,
 		"Todos":                 testTodos,
 		"RevertJournal":         testRevertJournal,
+		"RetireMessage":         testRetireMessage,
+		"RetirePart":            testRetirePart,
+		"KeepPart":              testKeepPart,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
