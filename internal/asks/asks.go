@@ -13,6 +13,7 @@
 package asks
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/agentd/agentd/internal/clock"
@@ -161,3 +162,32 @@ func EndedBy(run core.Run, reason core.EndReason) string {
 // Interactive reports whether a run asks people (its prompt did not say
 // interactive false).
 func Interactive(run core.Run) bool { return run.Interactive == nil || *run.Interactive }
+
+// CheckSession checks a session's own settings (PATCH /session/{id}).
+func CheckSession(s core.SessionAsks) error {
+	if s.Timeout != "" {
+		if d, err := time.ParseDuration(s.Timeout); err != nil || d < 0 {
+			return fmt.Errorf("asks.timeout %q: want a duration such as \"2m\" (\"0\": no timeout)", s.Timeout)
+		}
+	}
+	if a := Action(s.OnTimeout); !a.Valid() {
+		return fmt.Errorf("asks.onTimeout %q: want reject or interrupt", s.OnTimeout)
+	}
+	return nil
+}
+
+// ForSession returns the rule for a run of the agent in sess: the
+// session's own keys over the agent's (or the server's) settings.
+func (p *Policy) ForSession(sess core.Session, agent string, interactive bool) Rule {
+	r := p.For(agent, interactive)
+	if sess.Asks == nil {
+		return r
+	}
+	if d, err := time.ParseDuration(sess.Asks.Timeout); err == nil && d >= 0 {
+		r.Timeout = d
+	}
+	if a := Action(sess.Asks.OnTimeout); a != "" && a.Valid() {
+		r.OnTimeout = a
+	}
+	return r
+}

@@ -1,5 +1,7 @@
 package config
 
+import "fmt"
+
 // The agentd block's settings that only the operator's files may set
 // (terminals, the sandbox) and where snapshots are kept.
 
@@ -56,4 +58,41 @@ type AgentAsks struct {
 	Timeout   *string             `json:"timeout"`
 	OnTimeout string              `json:"onTimeout"`
 	Allow     map[string][]string `json:"allow"`
+}
+
+// Resume is agentd.resume: what a start does with the runs a restart cut
+// off. true (the default) resumes them, false ends them
+// interrupted/server_restart, "paused" keeps them waiting for an explicit
+// resume (see internal/pause).
+type Resume string
+
+// The values of agentd.resume.
+const (
+	ResumeOn     Resume = "true"
+	ResumeOff    Resume = "false"
+	ResumePaused Resume = "paused"
+)
+
+// UnmarshalJSON reads true, false or "paused".
+func (r *Resume) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true":
+		*r = ResumeOn
+	case "false":
+		*r = ResumeOff
+	case `"paused"`:
+		*r = ResumePaused
+	default:
+		return fmt.Errorf("resume: want true, false or \"paused\", not %s", b)
+	}
+	return nil
+}
+
+// ParseResume reads the --resume flag's value: true, false or paused.
+func ParseResume(s string) (Resume, error) {
+	switch r := Resume(s); r {
+	case ResumeOn, ResumeOff, ResumePaused:
+		return r, nil
+	}
+	return "", fmt.Errorf("resume: want true, false or paused, not %q", s)
 }

@@ -195,7 +195,7 @@ func resolveFile(v, dir string) (string, error) {
 // Settings are agentd's own knobs.
 type Settings struct {
 	MaxSteps int       `json:"maxSteps"`
-	Resume   *bool     `json:"resume"`
+	Resume   *Resume   `json:"resume"`
 	Retry    *Retry    `json:"retry"`
 	Events   *Events   `json:"events"`
 	Webfetch *Webfetch `json:"webfetch"`

@@ -92,6 +92,9 @@ type Run struct {
 	// ask of the run answered by the operator's rules at once (package
 	// asks); absent means interactive.
 	Interactive *bool `json:"interactive,omitempty"`
+	// Paused says why a run in phase paused waits for an explicit resume
+	// (package pause); the status shows it as its message.
+	Paused string `json:"paused,omitempty"`
 }
 
 // RunTime holds a run's timestamps in epoch milliseconds.
@@ -133,7 +136,7 @@ type SessionStatus struct {
 // StatusRule is the version of StatusOf. A store that keeps statuses
 // stores it beside them, and derives again a status stored under another
 // version: raise it whenever the rule below changes what it computes.
-const StatusRule = 1
+const StatusRule = 2
 
 // StatusOf derives a session status from its oldest non-terminal run (nil
 // when there is none) and its most recently ended run (nil when it never
@@ -150,7 +153,7 @@ func StatusOf(active, last *Run) SessionStatus {
 		return SessionStatus{Type: StatusRetry, RunID: active.ID, Attempt: active.Attempt, Message: active.RetryMessage, Next: active.NextRetry}
 	}
 	since := active.Time.Created
-	return SessionStatus{Type: StatusBusy, RunID: active.ID, Since: since, Phase: active.Phase}
+	return SessionStatus{Type: StatusBusy, RunID: active.ID, Since: since, Phase: active.Phase, Message: active.Paused}
 }
 
 // OpencodeStatus is opencode's SessionStatus exactly: idle and busy carry

@@ -9,9 +9,11 @@ import (
 	"github.com/agentd/agentd/internal/tool"
 )
 
-// askRule is the rule for the asks of this run (package asks).
-func (r *runner) askRule() asks.Rule {
-	return r.e.cfg.Asks.For(r.agent.Name, asks.Interactive(r.run))
+// askRule is the rule for the asks of this run (package asks): the
+// session's own settings over its agent's and the server's.
+func (r *runner) askRule(ctx context.Context) asks.Rule {
+	sess, _ := r.e.st.Session(ctx, r.run.SessionID) // unreadable: the agent's rule
+	return r.e.cfg.Asks.ForSession(sess, r.agent.Name, asks.Interactive(r.run))
 }
 
 // expire ends an ask nobody answered in time as d says. An answer is

@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/pause"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
@@ -61,6 +62,8 @@ type Config struct {
 	// Resume makes Start resume runs cut off by a crash or restart; when
 	// false they end interrupted with reason server_restart.
 	Resume bool
+	// Pause holds runs cut off by a restart for an explicit resume.
+	Pause pause.Policy
 	// MaxResumes ends a run failed/crash_loop when it has been resumed more
 	// often than this without completing a step; default 3.
 	MaxResumes int
@@ -488,6 +491,12 @@ func (e *Engine) nextRun(sessionID string, pauses *int) (core.Run, bool) {
 			return core.Run{}, false
 		}
 		e.mu.Unlock()
+		if runs[0].Phase == core.PhasePaused {
+			e.mu.Lock()
+			delete(e.sessions, sessionID) // until POST /session/{id}/resume
+			e.mu.Unlock()
+			return core.Run{}, false
+		}
 		return runs[0], true
 	}
 }

@@ -135,7 +135,7 @@ func (e *Engine) finishQueued(ctx context.Context, runID string, reason core.End
 			done = true
 			return nil
 		}
-		if run.State != core.RunQueued {
+		if run.State != core.RunQueued && run.Phase != core.PhasePaused {
 			return nil
 		}
 		done = true

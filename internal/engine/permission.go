@@ -197,7 +197,7 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 	if err != nil {
 		return req, err
 	}
-	expired := r.askRule().Expired(req.Time.Created)
+	expired := r.askRule(ctx).Expired(req.Time.Created)
 	for {
 		changed := e.hub.Watch(r.run.SessionID)
 		cur, err := e.st.Permission(ctx, req.ID)
@@ -217,7 +217,7 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 			return cur, ctx.Err()
 		case <-changed:
 		case <-expired:
-			if err := r.expire(ctx, r.askRule().Permission(req.Permission, req.Patterns), req.ID, e.reply); err != nil {
+			if err := r.expire(ctx, r.askRule(ctx).Permission(req.Permission, req.Patterns), req.ID, e.reply); err != nil {
 				return cur, err
 			}
 		}

@@ -114,7 +114,7 @@ func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, er
 	if err != nil {
 		return tool.Result{}, err
 	}
-	expired := r.askRule().Expired(q.Time.Created)
+	expired := r.askRule(ctx).Expired(q.Time.Created)
 	for {
 		changed := e.hub.Watch(r.run.SessionID)
 		cur, err := e.st.Question(ctx, q.ID)
@@ -136,7 +136,7 @@ func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, er
 			return tool.Result{}, ctx.Err()
 		case <-changed:
 		case <-expired:
-			if err := r.expire(ctx, r.askRule().Question(), q.ID, e.dismiss); err != nil {
+			if err := r.expire(ctx, r.askRule(ctx).Question(), q.ID, e.dismiss); err != nil {
 				return tool.Result{}, err
 			}
 		}

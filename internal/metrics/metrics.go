@@ -128,7 +128,7 @@ func (m *Metrics) Init(k Known) {
 		m.runDuration.WithLabelValues(string(outcome))
 		m.runSteps.WithLabelValues(string(outcome))
 	}
-	for _, a := range []string{"resumed", "interrupted", "failed", "queued"} {
+	for _, a := range []string{"resumed", "interrupted", "failed", "queued", "paused"} {
 		m.recovered.WithLabelValues(a)
 	}
 	for _, pm := range k.Models {

@@ -181,6 +181,13 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) *apiError {
 type updateSessionBody struct {
 	Title    *string        `json:"title"`
 	Metadata map[string]any `json:"metadata"`
+	// Resume is agentd's: "paused" holds a run of the session that a
+	// restart cut off for POST /session/{id}/resume, "auto" resumes it on
+	// its own even on a paused server, "" follows the server.
+	Resume *string `json:"resume"`
+	// Asks is agentd's: the session's own ask timeout and onTimeout
+	// ({} follows the agent's and the server's).
+	Asks *core.SessionAsks `json:"asks"`
 }
 
 func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError {
@@ -197,6 +204,9 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 	if e := checkMetadata(in.Metadata); e != nil {
 		return e
 	}
+	if e := checkSessionSettings(in.Resume, in.Asks); e != nil {
+		return e
+	}
 	id := r.PathValue("id")
 	var out core.Session
 	err := s.st.Tx(r.Context(), func(tx store.Tx) error {
@@ -209,6 +219,15 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 		}
 		if in.Metadata != nil {
 			sess.Metadata = in.Metadata
+		}
+		if in.Resume != nil {
+			sess.Resume = *in.Resume
+		}
+		if in.Asks != nil {
+			sess.Asks = in.Asks
+			if *in.Asks == (core.SessionAsks{}) {
+				sess.Asks = nil
+			}
 		}
 		sess.Time.Updated = time.Now().UnixMilli()
 		if err := tx.UpdateSession(r.Context(), sess); err != nil {
