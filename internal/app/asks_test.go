@@ -307,3 +307,30 @@ func TestAsksConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionAsks: a session's own asks settings (PATCH /session/{id})
+// apply over the server's: on a server whose asks wait for ever, the
+// session's timeout ends an ask on time with the session's policy, while
+// another session's ask still waits.
+func TestSessionAsks(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	n := startNode(t, withAsks(asks.Settings{}, clk))
+	sid, other := n.session(), n.session()
+	if code, b := n.call("PATCH", "/session/"+sid, `{"asks":{"timeout":"1m","onTimeout":"interrupt"}}`); code != 200 ||
+		!strings.Contains(string(b), `"onTimeout":"interrupt"`) {
+		t.Fatalf("PATCH asks: %d %s", code, b)
+	}
+	for _, s := range []string{other, sid} {
+		if err := n.c.SendAsync(t.Context(), s, client.Prompt{Text: askKinds[0].prompt(t)}); err != nil {
+			t.Fatal(err)
+		}
+		n.waitPermission(s)
+	}
+	waitTimers(t, clk, 1)
+	clk.Advance(2 * time.Minute) // the fake clock started before the ask
+	checkAskEnd(t, n, sid, n.waitIdle(sid), core.ReasonAskTimeout, asks.ByTimeout, core.EventPermissionReplied)
+	if st := n.status(other); st.Phase != core.PhaseWaitingPermission {
+		t.Errorf("the other session's ask ended: %+v", st)
+	}
+}

@@ -133,3 +133,71 @@ func TestSessionPaused(t *testing.T) {
 		t.Errorf("aborted held run ended %+v", st.Last)
 	}
 }
+
+// TestResumeConfig: agentd.resume takes true, false or "paused"; anything
+// else is an error.
+func TestResumeConfig(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string][2]bool{
+		`{"agentd":{"resume":"paused"}}`: {true, true},
+		`{"agentd":{"resume":false}}`:    {false, false},
+		`{"agentd":{"resume":true}}`:     {true, false},
+		`{}`:                             {true, false},
+	} {
+		cfg, _, err := app.Configure(app.Setup{Workspace: t.TempDir(), ConfigFile: writeConfig(t, body)}, app.Config{})
+		if err != nil || cfg.Engine.Resume != want[0] || cfg.Engine.Pause.Server != want[1] {
+			t.Errorf("%s: resume %v paused %v (%v), want %v", body, cfg.Engine.Resume, cfg.Engine.Pause.Server, err, want)
+		}
+	}
+	if _, _, err := app.Configure(app.Setup{Workspace: t.TempDir(), ConfigFile: writeConfig(t, `{"agentd":{"resume":"later"}}`)}, app.Config{}); err == nil ||
+		!strings.Contains(err.Error(), "paused") {
+		t.Errorf("resume \"later\": err = %v", err)
+	}
+}
+
+// TestPausedAsk: a run cut off while it waited for a permission is held
+// too (its status says paused, not waiting_permission). An answer given
+// meanwhile is recorded but the run stays held, and the resume takes it up
+// with that answer; a run resumed unanswered waits for its answer again.
+// Both complete.
+func TestPausedAsk(t *testing.T) {
+	t.Parallel()
+	n := startNode(t)
+	answered, later := n.session(), n.session()
+	reqs := map[string]client.PermissionRequest{}
+	for _, sid := range []string{answered, later} {
+		if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: askKinds[0].prompt(t)}); err != nil {
+			t.Fatal(err)
+		}
+		reqs[sid] = n.waitPermission(sid)
+	}
+	n = n.restart(func(c *app.Config) { c.Engine.Pause.Server = true })
+	for _, sid := range []string{answered, later} {
+		if st := n.status(sid); st.Phase != core.PhasePaused {
+			t.Fatalf("status after the restart = %+v", st)
+		}
+	}
+	if err := n.c.ReplyPermission(t.Context(), reqs[answered].ID, core.ReplyOnce, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := n.status(answered); st.Phase != core.PhasePaused {
+		t.Fatalf("an answer took the run out of its pause: %+v", st)
+	}
+	for _, sid := range []string{answered, later} {
+		if code, b := n.call("POST", "/session/"+sid+"/resume", ""); code != 200 {
+			t.Fatalf("resume: %d %s", code, b)
+		}
+	}
+	if st := n.status(later); st.Phase != core.PhaseWaitingPermission {
+		t.Errorf("resumed unanswered: %+v, want waiting_permission", st)
+	}
+	if err := n.c.ReplyPermission(t.Context(), reqs[later].ID, core.ReplyOnce, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, sid := range []string{answered, later} {
+		st := n.waitIdle(sid)
+		if st.Last == nil || st.Last.Outcome != core.RunSucceeded || !strings.Contains(textOf(n.lastAssistant(sid)), "read") {
+			t.Errorf("resumed run ended %+v: %q", st.Last, textOf(n.lastAssistant(sid)))
+		}
+	}
+}
