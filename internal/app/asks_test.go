@@ -131,7 +131,8 @@ func TestAskEndsOnTime(t *testing.T) {
 }
 
 // checkAskEnd checks that the session's last run ended interrupted for
-// reason, its call failed, and its one ask was ended by by.
+// reason, its call failed saying that nobody answered, and its one ask
+// was ended by by.
 func checkAskEnd(t *testing.T, n *node, sid string, st core.SessionStatus, reason core.EndReason, by, replied string) {
 	t.Helper()
 	if st.Last == nil || st.Last.Outcome != core.RunInterrupted || st.Last.Reason != reason {
@@ -141,8 +142,8 @@ func checkAskEnd(t *testing.T, n *node, sid string, st core.SessionStatus, reaso
 	if len(ends) != 1 || ends[0].by != by || (ends[0].reply != core.ReplyReject && !ends[0].rejected) {
 		t.Errorf("asks of the run = %+v, want one rejected by %s", ends, by)
 	}
-	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolError {
-		t.Errorf("the call that asked = %+v", p)
+	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolError || !strings.Contains(p.State.Error, "Nobody answered") {
+		t.Errorf("the call that asked = %+v, want an error saying nobody answered", p)
 	}
 	if m := n.lastAssistant(sid); strings.Contains(textOf(m), "read") || strings.Contains(textOf(m), "noted") {
 		t.Errorf("the model went on after the ask: %q", textOf(m))

@@ -29,3 +29,12 @@ func (r *runner) expire(ctx context.Context, d asks.Decision, id string, answer 
 	}
 	return err
 }
+
+// rejectedAsk is a rejected request's outcome: a person's reject, or the
+// reject of one nobody answered (By), which the call's error says.
+func rejectedAsk(req core.PermissionRequest) (*tool.Result, error) {
+	if req.By == "" {
+		return rejected(req.Message)
+	}
+	return nil, &rejectedError{res: tool.Errorf("Nobody answered the permission request (" + req.By + "): the call is rejected and the turn ends here.")}
+}

@@ -88,7 +88,7 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 				return nil, err
 			}
 			if req.Reply == core.ReplyReject {
-				return rejected(req.Message)
+				return rejectedAsk(req)
 			}
 			// An "always" reply changed the session's rules.
 			if s, err := r.e.st.Session(ctx, sess.ID); err == nil {
