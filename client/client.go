@@ -377,6 +377,16 @@ func (c *Client) Abort(ctx context.Context, sessionID string) (bool, error) {
 	return ok, err
 }
 
+// Resume continues the session's run held paused after a restart
+// (agentd.resume "paused", or the session's own resume setting) and
+// returns the session's status; an *Error with StatusCode 409 when no run
+// of the session is paused.
+func (c *Client) Resume(ctx context.Context, sessionID string) (SessionStatus, error) {
+	var st SessionStatus
+	err := c.do(ctx, "POST", "/session/"+url.PathEscape(sessionID)+"/resume", nil, &st)
+	return st, err
+}
+
 // Wait blocks until the session is idle (or runID ended, when set), for at
 // most timeout, and returns the status. At the timeout it returns the
 // current status and an *Error with StatusCode 408.

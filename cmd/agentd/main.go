@@ -45,6 +45,7 @@ var commands = []struct {
 	{"wait", "wait until a session is idle; the exit code says how its last run ended", plain(cmdWait)},
 	{"events", "print the event log (--after N, --follow)", plain(cmdEvents)},
 	{"abort", "abort a session's active run", plain(cmdAbort)},
+	{"resume", "continue a session's run held paused after a restart", plain(cmdResume)},
 	{"config", "check the configuration (check), or print the merged result (print)", plain(cmdConfig)},
 	{"bench", "measure a server (agentd by default) with fakellm as its model", plain(cmdBench)},
 	{"fakellm", "serve the scripted fake model provider (OpenAI and Anthropic APIs) for tests and benchmarks", plain(cmdFakeLLM)},

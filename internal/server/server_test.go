@@ -316,6 +316,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	// The terminal routes (pty.go).
 	want = append(want, "GET /pty", "POST /pty", "GET /pty/shells", "GET /pty/{ptyID}", "PUT /pty/{ptyID}",
 		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
+	// Start paused (pause.go).
+	want = append(want, "POST /session/{id}/resume")
 	sort.Strings(want)
 
 	if diff := cmp.Diff(want, ops); diff != "" {
