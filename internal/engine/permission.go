@@ -197,6 +197,13 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 	if err != nil {
 		return req, err
 	}
+	return r.awaitReply(ctx, req)
+}
+
+// awaitReply waits for the request's reply, or ends it as the asks' rule
+// says when nobody answers in time.
+func (r *runner) awaitReply(ctx context.Context, req core.PermissionRequest) (core.PermissionRequest, error) {
+	e := r.e
 	expired := r.askRule(ctx).Expired(req.Time.Created)
 	for {
 		changed := e.hub.Watch(r.run.SessionID)

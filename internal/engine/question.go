@@ -114,6 +114,13 @@ func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, er
 	if err != nil {
 		return tool.Result{}, err
 	}
+	return r.awaitAnswer(ctx, q)
+}
+
+// awaitAnswer waits for the question's answer, or ends it as the asks'
+// rule says when nobody answers in time.
+func (r *runner) awaitAnswer(ctx context.Context, q core.QuestionRequest) (tool.Result, error) {
+	e := r.e
 	expired := r.askRule(ctx).Expired(q.Time.Created)
 	for {
 		changed := e.hub.Watch(r.run.SessionID)
