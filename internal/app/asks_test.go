@@ -335,3 +335,32 @@ func TestSessionAsks(t *testing.T) {
 		t.Errorf("the other session's ask ended: %+v", st)
 	}
 }
+
+// TestAskAllowedOnTimeout: a permission request whose patterns the
+// operator listed is allowed once when its timeout passes (even with
+// policy interrupt), recorded as answered once by "timeout", and the run
+// goes on with the call.
+func TestAskAllowedOnTimeout(t *testing.T) {
+	t.Parallel()
+	secret := outsideFile(t, "outside secret\n")
+	clk := clock.NewFake(time.Now())
+	n := startNode(t, withAsks(asks.Settings{Timeout: time.Minute, OnTimeout: asks.Interrupt,
+		Allow: map[string][]string{"external_directory": {filepath.Dir(secret)}}}, clk))
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:read:{"filePath":"` + secret + `"}` + "\nreply:read it"}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitPermission(sid)
+	waitTimers(t, clk, 1)
+	clk.Advance(2 * time.Minute) // the fake clock started before the ask
+	st := n.waitIdle(sid)
+	if st.Last == nil || st.Last.Outcome != core.RunSucceeded || !strings.Contains(textOf(n.lastAssistant(sid)), "read it") {
+		t.Fatalf("run ended %+v: %q", st.Last, textOf(n.lastAssistant(sid)))
+	}
+	if _, ends := n.askEnds(sid); len(ends) != 1 || ends[0].reply != core.ReplyOnce || ends[0].by != asks.ByTimeout {
+		t.Errorf("asks = %+v, want one allowed once by the timeout", ends)
+	}
+	if p := n.lastToolPart(sid); p == nil || p.State.Status != core.ToolCompleted || !strings.Contains(p.State.Output, "outside secret") {
+		t.Errorf("the allowed call = %+v", p)
+	}
+}
