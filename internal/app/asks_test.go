@@ -318,7 +318,7 @@ func TestSessionAsks(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	n := startNode(t, withAsks(asks.Settings{}, clk))
 	sid, other := n.session(), n.session()
-	if code, b := n.call("PATCH", "/session/"+sid, `{"asks":{"timeout":"1m","onTimeout":"interrupt"}}`); code != 200 ||
+	if code, b := n.raw("PATCH", "/session/"+sid, `{"asks":{"timeout":"1m","onTimeout":"interrupt"}}`); code != 200 ||
 		!strings.Contains(string(b), `"onTimeout":"interrupt"`) {
 		t.Fatalf("PATCH asks: %d %s", code, b)
 	}

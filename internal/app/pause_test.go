@@ -13,8 +13,8 @@ import (
 	"github.com/agentd/agentd/internal/pause"
 )
 
-// call sends a JSON request to the node and returns the status and body.
-func (n *node) call(method, path, body string) (int, []byte) {
+// raw sends a JSON request to the node and returns the status and body.
+func (n *node) raw(method, path, body string) (int, []byte) {
 	n.t.Helper()
 	req, err := http.NewRequestWithContext(n.t.Context(), method, n.app.URL()+path, strings.NewReader(body))
 	if err != nil {
@@ -55,7 +55,7 @@ func TestStartPaused(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	held, auto := n.session(), n.session()
-	if code, b := n.call("PATCH", "/session/"+auto, `{"resume":"auto"}`); code != 200 || !strings.Contains(string(b), `"resume":"auto"`) {
+	if code, b := n.raw("PATCH", "/session/"+auto, `{"resume":"auto"}`); code != 200 || !strings.Contains(string(b), `"resume":"auto"`) {
 		t.Fatalf("PATCH resume auto: %d %s", code, b)
 	}
 	n.startLong(held)
@@ -77,16 +77,16 @@ func TestStartPaused(t *testing.T) {
 			Paused string `json:"paused"`
 		} `json:"data"`
 	}
-	code, b := n.call("GET", "/api/session/"+held, "")
+	code, b := n.raw("GET", "/api/session/"+held, "")
 	if err := json.Unmarshal(b, &v2); err != nil || code != 200 || v2.Data.Paused != pause.ServerReason {
 		t.Errorf("v2 session = %d %s", code, b)
 	}
 	var active map[string]core.SessionStatus
-	if code, b := n.call("GET", "/session/active", ""); code != 200 || json.Unmarshal(b, &active) != nil || active[held].Phase != core.PhasePaused {
+	if code, b := n.raw("GET", "/session/active", ""); code != 200 || json.Unmarshal(b, &active) != nil || active[held].Phase != core.PhasePaused {
 		t.Errorf("/session/active = %d %s", code, b)
 	}
 
-	if code, b := n.call("POST", "/session/"+held+"/resume", ""); code != 200 {
+	if code, b := n.raw("POST", "/session/"+held+"/resume", ""); code != 200 {
 		t.Fatalf("resume: %d %s", code, b)
 	}
 	st = n.waitIdle(held)
@@ -97,7 +97,7 @@ func TestStartPaused(t *testing.T) {
 	if len(msgs) <= before || !strings.Contains(textOf(msgs[len(msgs)-1]), "done") {
 		t.Errorf("the resumed run did not complete its answer: %d messages (%d before)", len(msgs), before)
 	}
-	if code, b := n.call("POST", "/session/"+held+"/resume", ""); code != http.StatusConflict {
+	if code, b := n.raw("POST", "/session/"+held+"/resume", ""); code != http.StatusConflict {
 		t.Errorf("second resume: %d %s, want 409", code, b)
 	}
 }
@@ -109,11 +109,11 @@ func TestSessionPaused(t *testing.T) {
 	t.Parallel()
 	n := startNode(t)
 	held, other := n.session(), n.session()
-	if code, b := n.call("PATCH", "/session/"+held, `{"resume":"paused"}`); code != 200 {
+	if code, b := n.raw("PATCH", "/session/"+held, `{"resume":"paused"}`); code != 200 {
 		t.Fatalf("PATCH resume paused: %d %s", code, b)
 	}
 	for _, body := range []string{`{"resume":"later"}`, `{"asks":{"timeout":"soon"}}`, `{"asks":{"onTimeout":"allow"}}`} {
-		if code, b := n.call("PATCH", "/session/"+held, body); code != http.StatusBadRequest {
+		if code, b := n.raw("PATCH", "/session/"+held, body); code != http.StatusBadRequest {
 			t.Errorf("PATCH %s: %d %s, want 400", body, code, b)
 		}
 	}
@@ -184,7 +184,7 @@ func TestPausedAsk(t *testing.T) {
 		t.Fatalf("an answer took the run out of its pause: %+v", st)
 	}
 	for _, sid := range []string{answered, later} {
-		if code, b := n.call("POST", "/session/"+sid+"/resume", ""); code != 200 {
+		if code, b := n.raw("POST", "/session/"+sid+"/resume", ""); code != 200 {
 			t.Fatalf("resume: %d %s", code, b)
 		}
 	}

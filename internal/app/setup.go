@@ -58,6 +58,9 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	base.Engine.GlobalDir = s.GlobalDir
 	base.Sandbox = sandboxFrom(s, &loaded)
 	base.Terminals = terminalsFrom(s, &loaded)
+	if base.Webhooks, err = webhooksFrom(s, &loaded); err != nil {
+		return base, loaded, err
+	}
 	base.ConfigFiles = loaded.Used
 	base.Engine.Resume = true
 	if base.Engine.Asks, err = asksFrom(s, &loaded); err != nil {

@@ -226,6 +226,9 @@ type Settings struct {
 	Terminal *Terminal `json:"terminal"`
 	// Asks ends asks nobody answers in time (operator's files only).
 	Asks *Asks `json:"asks"`
+	// Webhooks signs and sends webhooks (see package webhook); off
+	// without a secret. Only the operator's files set it.
+	Webhooks *Webhooks `json:"webhooks"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
@@ -480,6 +483,9 @@ func mergeAgentd(a *Settings, b Settings) {
 	}
 	if b.Terminal != nil {
 		a.Terminal = b.Terminal
+	}
+	if b.Webhooks != nil {
+		a.Webhooks = b.Webhooks
 	}
 }
 

@@ -37,6 +37,10 @@ const (
 	// not answered in time, and the operator's policy ends the run
 	// (interrupted); see package asks.
 	ReasonAskTimeout EndReason = "ask_timeout"
+	// ReasonBudgetExceeded: the session's or its API key's token or cost
+	// budget was spent before a model call (failed; the error carries
+	// the figures).
+	ReasonBudgetExceeded EndReason = "budget_exceeded"
 )
 
 // Phase refines a busy status: what the run waits for or does.

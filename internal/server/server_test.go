@@ -272,8 +272,12 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		if strings.HasPrefix(p, "/api/") {
 			continue // opencode 2's routes: package apiv2 pins them
 		}
+		if strings.Contains(p, "{id}") && strings.Contains(p, "/session/") {
+			t.Errorf("%s: the document names a session {sessionID}, as opencode's does", p)
+		}
 		for m := range item {
-			ops = append(ops, strings.ToUpper(m)+" "+p)
+			// Listed as the mux names them.
+			ops = append(ops, strings.ToUpper(m)+" "+strings.ReplaceAll(p, "{sessionID}", "{id}"))
 		}
 	}
 	sort.Strings(ops)
@@ -318,6 +322,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
 	// Start paused (pause.go).
 	want = append(want, "POST /session/{id}/resume")
+	// The webhooks' routes (package webhook).
+	want = append(want, "POST /webhook", "GET /webhook", "GET /webhook/{id}", "DELETE /webhook/{id}", "GET /webhook/delivery",
+		"GET /webhook/delivery/{id}", "POST /webhook/delivery/{id}/retry")
+	// The API keys (keys.go).
+	want = append(want, "GET /key", "POST /key", "PATCH /key/{id}", "DELETE /key/{id}")
 	sort.Strings(want)
 
 	if diff := cmp.Diff(want, ops); diff != "" {

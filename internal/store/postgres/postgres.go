@@ -17,9 +17,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +43,11 @@ type Options struct {
 	// default 1 s.
 	Poll   time.Duration
 	Logger *slog.Logger
+	// PresenceGrace is how long this node's own connection must have been
+	// visible before it takes the runs of nodes that are no longer
+	// connected, without waiting for their leases to expire (liveness.go);
+	// default 10 s, negative to wait for the leases' TTL always.
+	PresenceGrace time.Duration
 }
 
 // Store is the PostgreSQL implementation of store.Store and store.Leaser.
@@ -54,9 +56,16 @@ type Store struct {
 	db      *sql.DB
 	connCfg *pgx.ConnConfig
 	node    string
-	channel string // LISTEN/NOTIFY channel of this database and schema
-	poll    time.Duration
-	log     *slog.Logger
+	// appPrefix and app name this node's listening connection; claimable
+	// is the condition under which a run may be claimed (lease.go).
+	appPrefix, app, claimable string
+	channel                   string // LISTEN/NOTIFY channel of this database and schema
+	// listening is closed once the listening connection, the node's
+	// presence, is first up.
+	listening  chan struct{}
+	listenOnce sync.Once
+	poll       time.Duration
+	log        *slog.Logger
 
 	hookMu  sync.Mutex
 	hook    func([]core.Event)
@@ -92,6 +101,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Node == "" {
 		opts.Node = core.NewID("node", false)
 	}
+	if opts.PresenceGrace == 0 {
+		opts.PresenceGrace = 10 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -104,15 +116,20 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", storageError(err))
 	}
-	if err := migrate(ctx, db, schema); err != nil {
+	if err := migrate(ctx, db, schema, migrations); err != nil {
 		db.Close()
 		return nil, storageError(err)
 	}
 	s := &Store{
 		db: db, connCfg: cfg, node: opts.Node, poll: opts.Poll,
-		channel: "agentd_" + schema,
-		log:     opts.Logger.With("component", "postgres"),
+		channel:   "agentd_" + schema,
+		log:       opts.Logger.With("component", "postgres"),
+		listening: make(chan struct{}),
 	}
+	s.appPrefix = appPrefix(schema)
+	s.app = appName(s.appPrefix, s.node)
+	s.claimable = `state IN ('queued', 'running', 'retrying') AND (lease_epoch = 0 OR lease_expires_ms <= ` + nowMS +
+		` OR ` + ownerGone(s.appPrefix, s.app, opts.PresenceGrace) + `)`
 	s.Reader = sqlstore.Reader{Q: db, D: dialect}
 	last, err := dialect.LastSeq(ctx, db)
 	if err != nil {
@@ -126,6 +143,18 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	go s.tailLoop(runCtx)
 	go s.listenLoop(runCtx)
 	go s.notifyLoop(runCtx)
+	// Leases taken before the node's presence is visible would look like a
+	// dead node's to the others.
+	wait := time.NewTimer(5 * time.Second)
+	defer wait.Stop()
+	select {
+	case <-s.listening:
+	case <-wait.C:
+		s.log.Warn("the listening connection is not up yet; other nodes may take this node's runs until it is")
+	case <-ctx.Done():
+		s.Close()
+		return nil, ctx.Err()
+	}
 	return s, nil
 }
 
@@ -139,7 +168,7 @@ func migrationLock(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-func migrate(ctx context.Context, db *sql.DB, schema string) error {
+func migrate(ctx context.Context, db *sql.DB, schema string, fsys fs.FS) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -163,42 +192,67 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	} else if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	return applyMigrations(ctx, conn, fsys, version)
+}
+
+// applyMigrations applies every migration file of fsys the schema has not
+// applied, each in its own transaction, in order of number, whatever the
+// numbers it applied before (see sqlstore.MigrationsTable); agentd_schema
+// keeps the newest number applied.
+func applyMigrations(ctx context.Context, conn *sql.Conn, fsys fs.FS, version int) error {
+	var recorded bool
+	if err := conn.QueryRowContext(ctx, `SELECT to_regclass('agentd_migrations') IS NOT NULL`).Scan(&recorded); err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	files, err := sqlstore.ReadMigrations(fsys, "migrations")
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: bad name", name)
-		}
-		if n <= version {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
+	plan, err := sqlstore.PlanMigrations(ctx, conn, files, version, recorded)
+	if err != nil {
+		return err
+	}
+	if !recorded {
+		// The record and its seed in one transaction: a record without
+		// its seed would have every migration applied again.
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("migration %d: %w", n, err)
+			return fmt.Errorf("record migrations: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		if err := dialect.RecordMigrations(ctx, tx, plan.Seed...); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("migration %d: %w", n, err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE agentd_schema SET version = $1`, n); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migration %d: %w", n, err)
+			return err
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migration %d: %w", n, err)
+			return fmt.Errorf("record migrations: %w", err)
 		}
-		version = n
 	}
-	if version > len(names) {
-		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
+	for _, m := range plan.Pending {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %d: %w", m.N, err)
+		}
+		version = max(version, m.N)
+		if err := applyOne(ctx, tx, m, version); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d: %w", m.N, err)
+		}
+	}
+	return nil
+}
+
+func applyOne(ctx context.Context, tx *sql.Tx, m sqlstore.Migration, version int) error {
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return fmt.Errorf("migration %d: %w", m.N, err)
+	}
+	if err := dialect.RecordMigrations(ctx, tx, m.N); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE agentd_schema SET version = $1`, version); err != nil {
+		return fmt.Errorf("migration %d: %w", m.N, err)
 	}
 	return nil
 }
