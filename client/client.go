@@ -309,6 +309,9 @@ type Prompt struct {
 	Schema json.RawMessage
 	// Files are attached after the text.
 	Files []FilePart
+	// NonInteractive says nobody will answer the run's asks: the
+	// server's rules answer them at once ("interactive": false).
+	NonInteractive bool
 }
 
 // FilePart is a file attached to a prompt: its URL is a data: URL (the
@@ -350,6 +353,9 @@ func (p Prompt) body() map[string]any {
 	if p.Variant != "" {
 		b["variant"] = p.Variant
 	}
+	if p.NonInteractive {
+		b["interactive"] = false
+	}
 	if p.Schema != nil {
 		b["format"] = map[string]any{"type": "json_schema", "schema": p.Schema}
 	}
@@ -374,6 +380,16 @@ func (c *Client) Abort(ctx context.Context, sessionID string) (bool, error) {
 	var ok bool
 	err := c.do(ctx, "POST", "/session/"+url.PathEscape(sessionID)+"/abort", nil, &ok)
 	return ok, err
+}
+
+// Resume continues the session's run held paused after a restart
+// (agentd.resume "paused", or the session's own resume setting) and
+// returns the session's status; an *Error with StatusCode 409 when no run
+// of the session is paused.
+func (c *Client) Resume(ctx context.Context, sessionID string) (SessionStatus, error) {
+	var st SessionStatus
+	err := c.do(ctx, "POST", "/session/"+url.PathEscape(sessionID)+"/resume", nil, &st)
+	return st, err
 }
 
 // Wait blocks until the session is idle (or runID ended, when set), for at

@@ -315,6 +315,29 @@ func cmdAbort(ctx context.Context, args []string) error {
 	return nil
 }
 
+var resumeHelp = help{
+	usage:   "resume [flags] SESSION",
+	about:   "Continues the session's run held paused after a restart (serve --resume=paused, or the session's resume setting). Prints the session's status.",
+	minArgs: 1, maxArgs: 1,
+	examples: []string{"agentd resume ses_01J…"},
+	env:      clientEnv,
+}
+
+func cmdResume(ctx context.Context, args []string) error {
+	fs := newFlags("resume")
+	url := fs.String("url", defaultURL(), "server URL")
+	pos, err := parse(fs, resumeHelp, args)
+	if err != nil {
+		return err
+	}
+	st, err := newClient(*url).Resume(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	fmt.Println(statusWord(st))
+	return nil
+}
+
 var eventsHelp = help{
 	usage: "events [flags]",
 	about: "Prints the durable event log, one event per line (seq, type, properties): everything after --after, then, with --follow, new events as they happen.",

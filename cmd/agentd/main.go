@@ -46,6 +46,7 @@ var commands = []struct {
 	{"wait", "wait until a session is idle; the exit code says how its last run ended", plain(cmdWait)},
 	{"events", "print the event log (--after N, --follow)", plain(cmdEvents)},
 	{"abort", "abort a session's active run", plain(cmdAbort)},
+	{"resume", "continue a session's run held paused after a restart", plain(cmdResume)},
 	{"key", "make, list and revoke API keys (bearer tokens that see only their own sessions) and their budgets", plain(cmdKey)},
 	{"config", "check the configuration (check), or print the merged result (print)", plain(cmdConfig)},
 	{"plugin", "install opencode plugins into the plugin folder (install), or list what serve loads (list)", plain(cmdPlugin)},

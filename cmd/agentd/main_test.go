@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,5 +79,25 @@ func TestLogFormats(t *testing.T) {
 	}
 	if _, err := newLogger(&buf, "json", "loud"); err == nil {
 		t.Error("log level loud accepted")
+	}
+}
+
+// TestResumeFlag: --resume alone and =true resume, =false ends cut-off
+// runs, =paused holds them; another value is refused.
+func TestResumeFlag(t *testing.T) {
+	for args, want := range map[string]string{"--resume": "true", "--resume=false": "false", "--resume=paused": "paused", "": "true"} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		r := resumeFlag("true")
+		fs.Var(&r, "resume", "")
+		if err := fs.Parse(strings.Fields(args)); err != nil || string(r) != want {
+			t.Errorf("%q: %q %v, want %q", args, r, err, want)
+		}
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	r := resumeFlag("true")
+	fs.Var(&r, "resume", "")
+	if err := fs.Parse([]string{"--resume=later"}); err == nil {
+		t.Error("--resume=later was accepted")
 	}
 }

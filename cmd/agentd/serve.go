@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/tracing"
 )
@@ -70,7 +71,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	leaseRenew := fs.Duration("lease-renew", 5*time.Second, "shared database: how often this node renews its leases")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "text", "log format: text or json (one JSON object per line)")
-	resume := fs.Bool("resume", true, "resume runs cut off by a crash or restart (false: end them interrupted)")
+	resume := resumeFlag(config.ResumeOn)
+	fs.Var(&resume, "resume", "resume runs cut off by a crash or restart (false: end them interrupted; paused: wait for POST /session/{id}/resume)")
 	maxSteps := fs.Int("max-steps", 0, "steps after which a run ends failed/max_steps (default 50)")
 	configPath := fs.String("config", "", "configuration file (agentd.json, opencode keys)")
 	cors := fs.String("cors", "", "browser origins allowed besides the server's own, comma-separated")
@@ -125,7 +127,7 @@ func cmdServe(ctx context.Context, args []string) error {
 		return err
 	}
 	if flagSet(fs, "resume") {
-		cfg.Engine.Resume = *resume
+		cfg.Engine.Resume, cfg.Engine.Pause.Server = resume != resumeFlag(config.ResumeOff), resume == resumeFlag(config.ResumePaused)
 	}
 	cfg.Engine.LeaseTTL, cfg.Engine.LeaseRenew = *leaseTTL, *leaseRenew
 	// The test suites' check that a run's kept transcript is the store's
@@ -221,6 +223,20 @@ func firstEnv(names ...string) string {
 }
 
 func serverSecurityLoopback() server.Security { return server.Security{LoopbackOnly: true} }
+
+// resumeFlag is --resume: true, false or paused; --resume alone is true.
+type resumeFlag config.Resume
+
+func (r *resumeFlag) String() string { return string(*r) }
+
+// IsBoolFlag lets --resume stand alone, as when it was a boolean.
+func (r *resumeFlag) IsBoolFlag() bool { return true }
+
+func (r *resumeFlag) Set(s string) error {
+	v, err := config.ParseResume(s)
+	*r = resumeFlag(v)
+	return err
+}
 
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false

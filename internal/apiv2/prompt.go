@@ -30,6 +30,9 @@ type promptBody struct {
 	Delivery string `json:"delivery"`
 	// Resume false records the prompt without running the model.
 	Resume *bool `json:"resume"`
+	// Interactive false (agentd's): nobody will answer the run's asks;
+	// the operator's rules (agentd.asks) answer them at once.
+	Interactive *bool `json:"interactive"`
 	// CallbackURL is reported (webhook run.ended) when the run that
 	// answers this prompt ends (opencode's callbackUrl).
 	CallbackURL string `json:"callbackUrl"`
@@ -164,7 +167,7 @@ func (a *API) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	adm, err := a.eng.Prompt(r.Context(), sid, engine.PromptInput{MessageID: in.ID, Parts: parts, Agent: sess.Agent,
-		Policy: policy, NoReply: noReply})
+		Policy: policy, NoReply: noReply, Interactive: in.Interactive})
 	if err != nil {
 		forget()
 		return a.storeErr(err, sid)

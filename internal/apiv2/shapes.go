@@ -60,6 +60,9 @@ type sessionInfo struct {
 	Location  locationRef   `json:"location"`
 	Revert    *revertState  `json:"revert,omitempty"`
 	Outcome   core.RunState `json:"outcome,omitempty"`
+	// Paused (agentd's) says why the session's run waits for an explicit
+	// resume after a restart (POST /session/{id}/resume); see package pause.
+	Paused string `json:"paused,omitempty"`
 }
 
 type sessionTime struct {
@@ -97,6 +100,9 @@ func infoOf(s core.Session, st core.SessionStatus) sessionInfo {
 	}
 	if st.Type == core.StatusIdle && st.Last != nil {
 		out.Outcome, out.Time.Idle = st.Last.Outcome, st.Last.Time
+	}
+	if st.Phase == core.PhasePaused {
+		out.Paused = st.Message
 	}
 	return out
 }

@@ -75,8 +75,8 @@ func (c *Config) Apply(f config.File, dir string) error {
 		}
 	}
 	c.MCP = f.MCP
-	if f.Agentd.Resume != nil {
-		c.Engine.Resume = *f.Agentd.Resume
+	if r := f.Agentd.Resume; r != nil {
+		c.Engine.Resume, c.Engine.Pause.Server = *r != config.ResumeOff, *r == config.ResumePaused
 	}
 	c.Engine.MaxSteps = f.Agentd.MaxSteps
 	if r := f.Agentd.Retry; r != nil {

@@ -68,6 +68,9 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	}
 	base.ConfigFiles = loaded.Used
 	base.Engine.Resume = true
+	if base.Engine.Asks, err = asksFrom(s, &loaded); err != nil {
+		return base, loaded, err
+	}
 	if err := base.Apply(loaded.File, s.Workspace); err != nil {
 		return base, loaded, err
 	}

@@ -1,5 +1,7 @@
 package config
 
+import "fmt"
+
 // The agentd block's settings that only the operator's files may set
 // (terminals, the sandbox) and where snapshots are kept.
 
@@ -33,6 +35,66 @@ type Sandbox struct {
 	Network  *bool    `json:"network"`
 	Writable []string `json:"writable"`
 	Hidden   []string `json:"hidden"`
+}
+
+// Asks is agentd.asks: how long an ask (a permission request, a question)
+// waits for an answer, and what becomes of it when nobody answers (see
+// internal/asks). Timeout is a Go duration ("2m"; absent or "0": for
+// ever); OnTimeout is "reject" (the default: the turn ends as on a user's
+// reject) or "interrupt" (the run ends interrupted/ask_timeout); Allow
+// lists, per permission, patterns whose requests a timeout allows once
+// instead; Agent holds the agents whose settings differ, each key given
+// replacing the server's. Only the operator's files set it: an allow list
+// widens what the model may do.
+type Asks struct {
+	Timeout   string               `json:"timeout"`
+	OnTimeout string               `json:"onTimeout"`
+	Allow     map[string][]string  `json:"allow"`
+	Agent     map[string]AgentAsks `json:"agent"`
+}
+
+// AgentAsks are one agent's keys of agentd.asks.
+type AgentAsks struct {
+	Timeout   *string             `json:"timeout"`
+	OnTimeout string              `json:"onTimeout"`
+	Allow     map[string][]string `json:"allow"`
+}
+
+// Resume is agentd.resume: what a start does with the runs a restart cut
+// off. true (the default) resumes them, false ends them
+// interrupted/server_restart, "paused" keeps them waiting for an explicit
+// resume (see internal/pause).
+type Resume string
+
+// The values of agentd.resume.
+const (
+	ResumeOn     Resume = "true"
+	ResumeOff    Resume = "false"
+	ResumePaused Resume = "paused"
+)
+
+// UnmarshalJSON reads true, false or "paused".
+func (r *Resume) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true":
+		*r = ResumeOn
+	case "false":
+		*r = ResumeOff
+	case `"paused"`:
+		*r = ResumePaused
+	default:
+		return fmt.Errorf("resume: want true, false or \"paused\", not %s", b)
+	}
+	return nil
+}
+
+// ParseResume reads the --resume flag's value: true, false or paused.
+func ParseResume(s string) (Resume, error) {
+	switch r := Resume(s); r {
+	case ResumeOn, ResumeOff, ResumePaused:
+		return r, nil
+	}
+	return "", fmt.Errorf("resume: want true, false or paused, not %q", s)
 }
 
 // Plugins is agentd.plugins. Dir is the plugin folder (npm packages are

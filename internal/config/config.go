@@ -199,7 +199,7 @@ func resolveFile(v, dir string) (string, error) {
 // Settings are agentd's own knobs.
 type Settings struct {
 	MaxSteps int       `json:"maxSteps"`
-	Resume   *bool     `json:"resume"`
+	Resume   *Resume   `json:"resume"`
 	Retry    *Retry    `json:"retry"`
 	Events   *Events   `json:"events"`
 	Webfetch *Webfetch `json:"webfetch"`
@@ -228,6 +228,8 @@ type Settings struct {
 	// app's terminal panel); off unless enabled. Only the operator's
 	// files set it, as the sandbox.
 	Terminal *Terminal `json:"terminal"`
+	// Asks ends asks nobody answers in time (operator's files only).
+	Asks *Asks `json:"asks"`
 	// Plugins sets how opencode's plugins run (see Plugins); only the
 	// operator's files set it.
 	Plugins *Plugins `json:"plugins"`

@@ -44,7 +44,11 @@ type PermissionRequest struct {
 	// Reply is empty while the request is pending.
 	Reply   string `json:"reply,omitempty"`
 	Message string `json:"message,omitempty"`
-	Time    struct {
+	// By says who answered when no person did: "timeout" (nobody
+	// answered in time) or "rules" (the run was not interactive); see
+	// package asks.
+	By   string `json:"by,omitempty"`
+	Time struct {
 		Created int64 `json:"created"`
 		Replied int64 `json:"replied,omitempty"`
 	} `json:"time"`

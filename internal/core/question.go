@@ -31,7 +31,10 @@ type QuestionRequest struct {
 	// dismissed it instead.
 	Answers  [][]string `json:"answers,omitempty"`
 	Rejected bool       `json:"rejected,omitempty"`
-	Time     struct {
+	// By says who dismissed it when no person did (see
+	// PermissionRequest.By).
+	By   string `json:"by,omitempty"`
+	Time struct {
 		Created int64 `json:"created"`
 		Replied int64 `json:"replied,omitempty"`
 	} `json:"time"`

@@ -33,6 +33,10 @@ const (
 	// ReasonRejected: the user rejected a permission request without a
 	// message (interrupted): the turn stops there, as opencode's does.
 	ReasonRejected EndReason = "rejected"
+	// ReasonAskTimeout: an ask (a permission request or a question) was
+	// not answered in time, and the operator's policy ends the run
+	// (interrupted); see package asks.
+	ReasonAskTimeout EndReason = "ask_timeout"
 	// ReasonBudgetExceeded: the session's or its API key's token or cost
 	// budget was spent before a model call (failed; the error carries
 	// the figures).
@@ -47,6 +51,10 @@ const (
 	PhaseRecovering        Phase = "recovering"
 	PhaseWaitingPermission Phase = "waiting_permission"
 	PhaseCompacting        Phase = "compacting"
+	// PhasePaused: the run was cut off by a restart and waits for an
+	// explicit resume (POST /session/{id}/resume) instead of resuming on
+	// its own. It is not idle: the run is not over.
+	PhasePaused Phase = "paused"
 )
 
 // TerminalState reports whether a run in state s has ended.
@@ -84,6 +92,13 @@ type Run struct {
 	// Shell is the command of a run that runs the user's own shell
 	// command (opencode's shell mode) instead of the model.
 	Shell string `json:"shell,omitempty"`
+	// Interactive false, from the prompt that started the run, has every
+	// ask of the run answered by the operator's rules at once (package
+	// asks); absent means interactive.
+	Interactive *bool `json:"interactive,omitempty"`
+	// Paused says why a run in phase paused waits for an explicit resume
+	// (package pause); the status shows it as its message.
+	Paused string `json:"paused,omitempty"`
 }
 
 // RunTime holds a run's timestamps in epoch milliseconds.
@@ -125,7 +140,7 @@ type SessionStatus struct {
 // StatusRule is the version of StatusOf. A store that keeps statuses
 // stores it beside them, and derives again a status stored under another
 // version: raise it whenever the rule below changes what it computes.
-const StatusRule = 1
+const StatusRule = 2
 
 // StatusOf derives a session status from its oldest non-terminal run (nil
 // when there is none) and its most recently ended run (nil when it never
@@ -142,7 +157,7 @@ func StatusOf(active, last *Run) SessionStatus {
 		return SessionStatus{Type: StatusRetry, RunID: active.ID, Attempt: active.Attempt, Message: active.RetryMessage, Next: active.NextRetry}
 	}
 	since := active.Time.Created
-	return SessionStatus{Type: StatusBusy, RunID: active.ID, Since: since, Phase: active.Phase}
+	return SessionStatus{Type: StatusBusy, RunID: active.ID, Since: since, Phase: active.Phase, Message: active.Paused}
 }
 
 // OpencodeStatus is opencode's SessionStatus exactly: idle and busy carry

@@ -38,6 +38,14 @@ type Session struct {
 	// from MessageID on are undone and hidden until a new prompt retires
 	// them or an unrevert brings them back.
 	Revert *SessionRevert `json:"revert,omitempty"`
+	// Resume and Asks are agentd's own settings of the session (PATCH
+	// /session/{id}): Resume "paused" has a run of the session that a
+	// restart cut off wait for an explicit resume, "auto" resumes it
+	// whatever the server's agentd.resume says, "" follows the server
+	// (package pause); Asks are the session's ask timeout and policy, over
+	// its agent's and the server's (package asks).
+	Resume string       `json:"resume,omitempty"`
+	Asks   *SessionAsks `json:"asks,omitempty"`
 	// Budget caps what the session's model calls may spend (agentd's
 	// own; nil: no cap). Its Spent follows Cost and Tokens.
 	Budget *Budget `json:"budget,omitempty"`
@@ -46,6 +54,14 @@ type Session struct {
 	// sees it. Set at creation and never changed; the store keeps it
 	// beside the JSON, so that no client can write it.
 	Owner string `json:"-"`
+}
+
+// SessionAsks is a session's own ask timeout ("30s"; "0": none) and what
+// happens when it passes ("reject" or "interrupt"); an empty key keeps
+// the agent's or the server's. Allow lists are the operator's alone.
+type SessionAsks struct {
+	Timeout   string `json:"timeout,omitempty"`
+	OnTimeout string `json:"onTimeout,omitempty"`
 }
 
 // Budget is a cap on what model calls may spend: Tokens counts every

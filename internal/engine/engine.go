@@ -18,14 +18,17 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/asks"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/pause"
 	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/title"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/undo"
 	"go.opentelemetry.io/otel/trace"
@@ -60,6 +63,8 @@ type Config struct {
 	// Resume makes Start resume runs cut off by a crash or restart; when
 	// false they end interrupted with reason server_restart.
 	Resume bool
+	// Pause holds runs cut off by a restart for an explicit resume.
+	Pause pause.Policy
 	// MaxResumes ends a run failed/crash_loop when it has been resumed more
 	// often than this without completing a step; default 3.
 	MaxResumes int
@@ -88,6 +93,8 @@ type Config struct {
 	// by default, since a client that never answers leaves the run
 	// waiting.
 	Questions bool
+	// Asks ends asks nobody answers in time (package asks).
+	Asks asks.Policy
 	// OutputDir keeps the full output of tool calls whose output was cut,
 	// one folder per session, which only that session's tools may read
 	// without asking (default: a private temporary folder).
@@ -203,6 +210,8 @@ type Engine struct {
 	log  *slog.Logger
 	// undo reverts and unreverts sessions' files (package undo).
 	undo *undo.Reverter
+	// titles writes sessions' titles (package title).
+	titles *title.Writer
 
 	mu       sync.Mutex
 	started  bool
@@ -266,6 +275,7 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 		leases:   make(map[string]*leaseState),
 	}
 	e.task = &taskTool{e: e}
+	e.titles = title.New(st, models, cfg.SmallModel, e.log)
 	uo := undo.Options{Store: st, Snapshots: cfg.Snapshots, Shared: cfg.Leaser != nil, Grace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		Changed: e.summarizeSession}
 	if cfg.Leaser != nil {
@@ -287,6 +297,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	e.baseCtx, e.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	e.mu.Unlock()
+	e.titles.Start(e.baseCtx)
 	// Reverts cut off by a crash are finished or rolled back first: no
 	// run can be active in a session with one.
 	if err := e.undo.Start(ctx); err != nil {
@@ -334,7 +345,7 @@ func (e *Engine) Stop() {
 		e.mu.Unlock()
 		cancel(errShutdown)
 		done := make(chan struct{})
-		go func() { e.wg.Wait(); close(done) }()
+		go func() { e.wg.Wait(); e.titles.Stop(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(e.cfg.ShutdownGrace):
@@ -494,6 +505,12 @@ func (e *Engine) nextRun(sessionID string, pauses *int) (core.Run, bool) {
 			return core.Run{}, false
 		}
 		e.mu.Unlock()
+		if runs[0].Phase == core.PhasePaused {
+			e.mu.Lock()
+			delete(e.sessions, sessionID) // until POST /session/{id}/resume
+			e.mu.Unlock()
+			return core.Run{}, false
+		}
 		return runs[0], true
 	}
 }

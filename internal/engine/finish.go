@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/asks"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 )
@@ -134,7 +135,7 @@ func (e *Engine) finishQueued(ctx context.Context, runID string, reason core.End
 			done = true
 			return nil
 		}
-		if run.State != core.RunQueued {
+		if run.State != core.RunQueued && run.Phase != core.PhasePaused {
 			return nil
 		}
 		done = true
@@ -195,10 +196,11 @@ func (e *Engine) finishTx(ctx context.Context, tx store.Tx, run core.Run, o outc
 	w.message(*msg)
 	w.part(core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: run.SessionID, MessageID: msg.ID, Type: core.PartIdle,
 		RunID: run.ID, Outcome: o.state, Reason: string(o.reason), Error: o.err, Time: core.PartTime{Start: now}})
-	if err := closeQuestions(ctx, &w, tx, run, now); err != nil {
+	by := asks.EndedBy(run, o.reason)
+	if err := closeQuestions(ctx, &w, tx, run, by, now); err != nil {
 		return err
 	}
-	if err := closePermissions(ctx, &w, tx, run, o.state, now); err != nil {
+	if err := closePermissions(ctx, &w, tx, run, o.state, by, now); err != nil {
 		return err
 	}
 	if err := run.Apply(core.EndEvent(o.state)); err != nil {

@@ -93,7 +93,7 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 				return nil, err
 			}
 			if req.Reply == core.ReplyReject {
-				return rejected(req.Message)
+				return rejectedAsk(req)
 			}
 			// An "always" reply changed the session's rules.
 			if s, err := r.e.st.Session(ctx, sess.ID); err == nil {
@@ -131,6 +131,8 @@ func (r *runner) askFor(sess core.Session, p *core.Part) func(context.Context, t
 // opencode stops the turn on its RejectedError.
 type rejectedError struct {
 	res tool.Result
+	// reason is the run's end reason: rejected unless set.
+	reason core.EndReason
 }
 
 func (e *rejectedError) Error() string { return e.res.Output }
@@ -143,7 +145,7 @@ func rejected(message string) (*tool.Result, error) {
 		res := tool.Errorf("The user rejected permission to use this specific tool call with the following feedback: " + message)
 		return &res, nil
 	}
-	return nil, &rejectedError{tool.Errorf("The user rejected permission to use this specific tool call.")}
+	return nil, &rejectedError{res: tool.Errorf("The user rejected permission to use this specific tool call.")}
 }
 
 // askMetadata is a request's metadata: the need's, and its Detail,
@@ -219,6 +221,14 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 	if err != nil {
 		return req, err
 	}
+	return r.awaitReply(ctx, req)
+}
+
+// awaitReply waits for the request's reply, or ends it as the asks' rule
+// says when nobody answers in time.
+func (r *runner) awaitReply(ctx context.Context, req core.PermissionRequest) (core.PermissionRequest, error) {
+	e := r.e
+	expired := r.askRule(ctx).Expired(req.Time.Created)
 	for {
 		changed := e.hub.Watch(r.run.SessionID)
 		cur, err := e.st.Permission(ctx, req.ID)
@@ -237,6 +247,10 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 		case <-ctx.Done():
 			return cur, ctx.Err()
 		case <-changed:
+		case <-expired:
+			if err := r.expire(ctx, r.askRule(ctx).Permission(req.Permission, req.Patterns), req.ID, e.reply); err != nil {
+				return cur, err
+			}
 		}
 	}
 }
@@ -246,6 +260,11 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 // or reject. The run leaves the waiting_permission phase in the same
 // transaction.
 func (e *Engine) Reply(ctx context.Context, id, reply, message string) error {
+	return e.reply(ctx, id, reply, message, "")
+}
+
+// reply is Reply recording who answered when no person did (by).
+func (e *Engine) reply(ctx context.Context, id, reply, message, by string) error {
 	if reply != core.ReplyOnce && reply != core.ReplyAlways && reply != core.ReplyReject {
 		return &InputError{fmt.Sprintf("reply: %q is not once, always or reject", reply)}
 	}
@@ -257,7 +276,7 @@ func (e *Engine) Reply(ctx context.Context, id, reply, message string) error {
 		if req.Reply != "" {
 			return ErrAlreadyAnswered
 		}
-		req.Reply, req.Message = reply, message
+		req.Reply, req.Message, req.By = reply, message, by
 		req.Time.Replied = e.now()
 		if err := tx.PutPermission(ctx, req); err != nil {
 			return err
@@ -296,7 +315,7 @@ func (e *Engine) Reply(ctx context.Context, id, reply, message string) error {
 }
 
 // closePermissions rejects the pending requests of a run that ends.
-func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run, state core.RunState, now int64) error {
+func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run, state core.RunState, by string, now int64) error {
 	pending, err := tx.PendingPermissions(ctx, run.SessionID)
 	if err != nil {
 		return err
@@ -305,7 +324,7 @@ func closePermissions(ctx context.Context, w *writer, tx store.Tx, run core.Run,
 		if q.RunID != run.ID {
 			continue
 		}
-		q.Reply, q.Message = core.ReplyReject, "run ended: "+string(state)
+		q.Reply, q.Message, q.By = core.ReplyReject, "run ended: "+string(state), by
 		q.Time.Replied = now
 		if err := tx.PutPermission(ctx, q); err != nil {
 			return err

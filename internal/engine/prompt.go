@@ -55,6 +55,9 @@ type PromptInput struct {
 	// mode): the run executes it with the bash tool instead of calling the
 	// model. The session must be idle (ErrSessionBusy otherwise).
 	Shell string
+	// Interactive false has the asks of the run the prompt starts
+	// answered by the operator's rules at once (package asks).
+	Interactive *bool
 	// subagent admits a prompt for a subagent: the task tool's.
 	subagent bool
 }
@@ -293,6 +296,7 @@ func (e *Engine) admit(ctx context.Context, tx store.Tx, sessionID string, in Pr
 	}
 	res.titled = !in.Compact && in.Shell == "" && core.IsDefaultTitle(sess.Title)
 	if newRun != nil {
+		newRun.Interactive = in.Interactive
 		if err := tx.InsertRun(ctx, *newRun); err != nil {
 			return res, err
 		}

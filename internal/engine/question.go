@@ -114,6 +114,14 @@ func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, er
 	if err != nil {
 		return tool.Result{}, err
 	}
+	return r.awaitAnswer(ctx, q)
+}
+
+// awaitAnswer waits for the question's answer, or ends it as the asks'
+// rule says when nobody answers in time.
+func (r *runner) awaitAnswer(ctx context.Context, q core.QuestionRequest) (tool.Result, error) {
+	e := r.e
+	expired := r.askRule(ctx).Expired(q.Time.Created)
 	for {
 		changed := e.hub.Watch(r.run.SessionID)
 		cur, err := e.st.Question(ctx, q.ID)
@@ -124,12 +132,20 @@ func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, er
 			if run, err := e.st.Run(ctx, r.run.ID); err == nil {
 				r.run = run
 			}
+			if cur.By != "" {
+				// Nobody answered: the turn ends, as on a user's reject.
+				return tool.Result{}, &rejectedError{res: tool.Errorf("Nobody answered these questions (" + cur.By + ").")}
+			}
 			return questionResult(cur), nil
 		}
 		select {
 		case <-ctx.Done():
 			return tool.Result{}, ctx.Err()
 		case <-changed:
+		case <-expired:
+			if err := r.expire(ctx, r.askRule(ctx).Question(), q.ID, e.dismiss); err != nil {
+				return tool.Result{}, err
+			}
 		}
 	}
 }
@@ -157,6 +173,17 @@ func questionResult(q core.QuestionRequest) tool.Result {
 // one list per question), or dismisses it (reject). The run leaves the
 // waiting_question phase in the same transaction.
 func (e *Engine) AnswerQuestion(ctx context.Context, id string, answers [][]string, reject bool) error {
+	return e.answerQuestion(ctx, id, answers, reject, "")
+}
+
+// dismiss dismisses a question nobody answered (by says who did).
+func (e *Engine) dismiss(ctx context.Context, id, _, _, by string) error {
+	return e.answerQuestion(ctx, id, nil, true, by)
+}
+
+// answerQuestion is AnswerQuestion recording who dismissed it when no
+// person did (by).
+func (e *Engine) answerQuestion(ctx context.Context, id string, answers [][]string, reject bool, by string) error {
 	return e.st.Tx(ctx, func(tx store.Tx) error {
 		q, err := tx.Question(ctx, id)
 		if err != nil {
@@ -168,7 +195,7 @@ func (e *Engine) AnswerQuestion(ctx context.Context, id string, answers [][]stri
 		q.Time.Replied = e.now()
 		w := writer{ctx: ctx, tx: tx}
 		if reject {
-			q.Rejected = true
+			q.Rejected, q.By = true, by
 			w.event(q.SessionID, core.EventQuestionRejected, map[string]string{"sessionID": q.SessionID, "requestID": q.ID})
 		} else {
 			if answers == nil {
@@ -191,7 +218,7 @@ func (e *Engine) AnswerQuestion(ctx context.Context, id string, answers [][]stri
 }
 
 // closeQuestions dismisses the pending questions of a run that ends.
-func closeQuestions(ctx context.Context, w *writer, tx store.Tx, run core.Run, now int64) error {
+func closeQuestions(ctx context.Context, w *writer, tx store.Tx, run core.Run, by string, now int64) error {
 	asked, err := tx.RunQuestions(ctx, run.ID)
 	if err != nil {
 		return err
@@ -200,7 +227,7 @@ func closeQuestions(ctx context.Context, w *writer, tx store.Tx, run core.Run, n
 		if !q.Pending() {
 			continue
 		}
-		q.Rejected, q.Time.Replied = true, now
+		q.Rejected, q.By, q.Time.Replied = true, by, now
 		if err := tx.PutQuestion(ctx, q); err != nil {
 			return err
 		}

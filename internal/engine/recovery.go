@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/pause"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -17,15 +18,21 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 	}
 	seen := map[string]bool{}
 	var sessions []string
-	var cut []core.Run
+	var cut, queued []core.Run
 	for _, run := range runs {
-		if !seen[run.SessionID] {
+		first := !seen[run.SessionID]
+		if first {
 			seen[run.SessionID] = true
 			sessions = append(sessions, run.SessionID)
 		}
 		if run.State != core.RunQueued {
 			cut = append(cut, run)
+		} else if first {
+			queued = append(queued, run)
 		}
+	}
+	if err := e.cfg.Pause.HoldQueued(ctx, e.st, queued); err != nil {
+		return nil, err
 	}
 	// Repairs are batched so that a restart with many runs in flight pays
 	// for few commits; each run's repair is still all-or-nothing with its
@@ -60,11 +67,20 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 	return sessions, nil
 }
 
+// Resume continues the session's run held paused (package pause).
+func (e *Engine) Resume(ctx context.Context, sessionID string) error {
+	if err := pause.Resume(ctx, e.st, sessionID); err != nil {
+		return err
+	}
+	e.kick(sessionID)
+	return nil
+}
+
 // repair closes what a crash left open in one run's transcript and decides
 // whether the run resumes. crashed counts the resume against the
 // crash-loop budget; a run released by a clean shutdown is not counted.
 // action says what became of the run: resumed, waiting_permission,
-// interrupted (resuming is off) or failed (crash loop).
+// paused (package pause), interrupted (resuming is off) or failed (crash loop).
 func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed bool, ends *ends) (action string, err error) {
 	toolErr, msgErr := "interrupted by server restart; outcome unknown", "cut off by a server restart"
 	if e.cfg.Leaser != nil {
@@ -85,6 +101,13 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed 
 	}
 	if err := run.Apply(core.OnResume); err != nil {
 		return "", err
+	}
+	if e.cfg.Leaser == nil { // in a cluster, nodes take over a stopped node's runs
+		if held, err := e.cfg.Pause.Hold(ctx, tx, &run); err != nil {
+			return "", err
+		} else if held {
+			waiting = core.PhasePaused
+		}
 	}
 	if waiting != "" {
 		run.Phase = waiting

@@ -166,6 +166,9 @@ func (t *taskTool) Run(ctx context.Context, call tool.Call) (tool.Result, error)
 	if ag.Model == nil && model.ProviderID != "" {
 		pi.Model = &model
 	}
+	if run, err := e.st.Run(ctx, parent.Info.RunID); err == nil {
+		pi.Interactive = run.Interactive // nobody answers the child's asks either
+	}
 	adm, err := e.Prompt(ctx, child.sessionID, pi)
 	if err != nil {
 		var ie *InputError

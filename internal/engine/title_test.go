@@ -43,8 +43,8 @@ func (m *titleModel) requested() []string {
 // TestTitleFromTheFirstPromptOnly: a session's title is written from its
 // first prompt, by the small model; a later prompt asks for no other, and
 // a session whose title a person set asks for none. Titles are written off
-// the run's path: the engine's goroutines ending (e.wg, which also holds
-// the title writers) is what the test waits for, so that a title request
+// the run's path: the engine's goroutines ending (e.wg) and the title
+// writers' (e.titles.Wait) is what the test waits for, so that a title request
 // that should not happen would have happened by then.
 func TestTitleFromTheFirstPromptOnly(t *testing.T) {
 	t.Parallel()
@@ -91,6 +91,7 @@ func TestTitleFromTheFirstPromptOnly(t *testing.T) {
 			t.Fatalf("run %+v, %v", run, err)
 		}
 		e.wg.Wait()
+		e.titles.Wait()
 	}
 	title := func(sid string) string {
 		s, err := st.Session(ctx, sid)

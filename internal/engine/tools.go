@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +90,7 @@ func (r *runner) runCall(ctx context.Context, sess core.Session, p *core.Part, r
 	o, done := r.execTool(ctx, t, call, p, refused)
 	if rej != nil && !done {
 		// The user said no: the turn ends with the call's error.
-		return outcome{state: core.RunInterrupted, reason: core.ReasonRejected}, true
+		return outcome{state: core.RunInterrupted, reason: cmp.Or(rej.reason, core.ReasonRejected)}, true
 	}
 	return o, done
 }

@@ -110,7 +110,7 @@ type Known struct {
 var outcomes = map[core.RunState][]core.EndReason{
 	core.RunSucceeded:   {""},
 	core.RunFailed:      {core.ReasonProviderError, core.ReasonRetriesExhausted, core.ReasonMaxSteps, core.ReasonCrashLoop, core.ReasonInternal, core.ReasonStructuredOutput, core.ReasonBudgetExceeded},
-	core.RunInterrupted: {core.ReasonAborted, core.ReasonServerRestart, core.ReasonSuperseded, core.ReasonRejected},
+	core.RunInterrupted: {core.ReasonAborted, core.ReasonServerRestart, core.ReasonSuperseded, core.ReasonRejected, core.ReasonAskTimeout},
 }
 
 // Init creates every series whose labels are known at start, at zero, so
@@ -128,7 +128,7 @@ func (m *Metrics) Init(k Known) {
 		m.runDuration.WithLabelValues(string(outcome))
 		m.runSteps.WithLabelValues(string(outcome))
 	}
-	for _, a := range []string{"resumed", "interrupted", "failed", "queued"} {
+	for _, a := range []string{"resumed", "interrupted", "failed", "queued", "paused"} {
 		m.recovered.WithLabelValues(a)
 	}
 	for _, pm := range k.Models {

@@ -346,8 +346,12 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 				t.Errorf("%s answered %d, which the document does not list: %.300s", key, r.status, r.body)
 				continue
 			}
-			// Errors are the default answer; the route's own must succeed.
-			t.Errorf("%s failed: %d %.300s", key, r.status, r.body)
+			// Errors are the default answer; the route's own must succeed,
+			// but for a resume, which needs a run a restart cut off (its
+			// success is the status's shape: see internal/app's pause tests).
+			if key != "POST /session/{id}/resume" || r.status != http.StatusConflict {
+				t.Errorf("%s failed: %d %.300s", key, r.status, r.body)
+			}
 			status = "default"
 		}
 		ct := r.header.Get("Content-Type")

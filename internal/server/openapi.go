@@ -74,6 +74,7 @@ var ops = map[string]op{
 	"GET /session/{id}/message/{messageID}":         {resp: core.MessageWithParts{}},
 	"POST /session/{id}/prompt_async":               {body: promptBody{}, status: http.StatusNoContent, query: []param{{"busy", "string", "steer, queue, reject or interrupt"}}},
 	"POST /session/{id}/abort":                      {resp: true},
+	"POST /session/{id}/resume":                     {resp: core.SessionStatus{}},
 	"POST /session/{id}/summarize":                  {body: summarizeBody{}, resp: true},
 	"GET /session/{id}/run":                         {resp: []core.Run{}, query: []param{qLimit}},
 	"GET /session/{id}/run/{runID}":                 {resp: core.Run{}},

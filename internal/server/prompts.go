@@ -24,6 +24,9 @@ type promptBody struct {
 	Busy      core.BusyPolicy    `json:"busy"`
 	Variant   string             `json:"variant"`
 	Format    *core.OutputFormat `json:"format"`
+	// Interactive false: nobody will answer this run's asks; the
+	// operator's rules (agentd.asks) answer them at once.
+	Interactive *bool `json:"interactive"`
 	// CallbackURL is reported (webhook run.ended) when the run that
 	// answers this prompt ends.
 	CallbackURL string `json:"callbackUrl"`
@@ -45,6 +48,7 @@ func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
 	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), engine.PromptInput{
 		MessageID: in.MessageID, Parts: in.Parts, Model: in.Model, Agent: in.Agent,
 		System: in.System, Policy: policy, NoReply: in.NoReply, Variant: in.Variant, Format: in.Format,
+		Interactive: in.Interactive,
 	})
 	if err != nil {
 		forget()

@@ -320,6 +320,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	// The terminal routes (pty.go).
 	want = append(want, "GET /pty", "POST /pty", "GET /pty/shells", "GET /pty/{ptyID}", "PUT /pty/{ptyID}",
 		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
+	// Start paused (pause.go).
+	want = append(want, "POST /session/{id}/resume")
 	// The webhooks' routes (package webhook).
 	want = append(want, "POST /webhook", "GET /webhook", "GET /webhook/{id}", "DELETE /webhook/{id}", "GET /webhook/delivery",
 		"GET /webhook/delivery/{id}", "POST /webhook/delivery/{id}/retry")

@@ -196,7 +196,14 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) *apiError {
 type updateSessionBody struct {
 	Title    *string        `json:"title"`
 	Metadata map[string]any `json:"metadata"`
-	Budget   *core.Budget   `json:"budget"`
+	// Resume is agentd's: "paused" holds a run of the session that a
+	// restart cut off for POST /session/{id}/resume, "auto" resumes it on
+	// its own even on a paused server, "" follows the server.
+	Resume *string `json:"resume"`
+	// Asks is agentd's: the session's own ask timeout and onTimeout
+	// ({} follows the agent's and the server's).
+	Asks   *core.SessionAsks `json:"asks"`
+	Budget *core.Budget      `json:"budget"`
 }
 
 func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError {
@@ -218,6 +225,9 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 			return badRequest("%v", err)
 		}
 	}
+	if e := checkSessionSettings(in.Resume, in.Asks); e != nil {
+		return e
+	}
 	id := r.PathValue("id")
 	var out core.Session
 	var refused *apiError
@@ -237,6 +247,15 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 		}
 		if in.Budget != nil {
 			sess.Budget = budgetOf(*in.Budget, sess)
+		}
+		if in.Resume != nil {
+			sess.Resume = *in.Resume
+		}
+		if in.Asks != nil {
+			sess.Asks = in.Asks
+			if *in.Asks == (core.SessionAsks{}) {
+				sess.Asks = nil
+			}
 		}
 		sess.Time.Updated = time.Now().UnixMilli()
 		if err := tx.UpdateSession(r.Context(), sess); err != nil {
