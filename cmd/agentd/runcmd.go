@@ -31,8 +31,9 @@ asks you (once / always / reject). Ctrl-C aborts the run.
 
 Without --url it starts an embedded server on the same database and configuration as
 "agentd serve" (agentd.json, provider keys in the environment, --config), so
---continue picks up where the last run in this directory left off. With --url it
-talks to a running server, whose configuration decides.`,
+--continue picks up where the last run in this directory left off. When an "agentd
+serve" holds that database, run sends the prompt to it (and says so on stderr). With
+--url it talks to a running server, whose configuration decides.`,
 	minArgs: 1, maxArgs: -1,
 	examples: []string{
 		`agentd run "reply:hello"                     # the offline scripted model`,
@@ -130,11 +131,19 @@ func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) 
 	base := o.url
 	if base == "" {
 		a, err := startEmbedded(ctx, setup, o)
-		if err != nil {
+		var held *lockfile.HeldError
+		switch {
+		case errors.As(err, &held) && held.URL() != "":
+			// A server holds the database: it answers instead, with
+			// its own configuration.
+			base = held.URL()
+			fmt.Fprintf(os.Stderr, "agentd run: using the server at %s (it holds %s)\n", base, held.Path)
+		case err != nil:
 			return err
+		default:
+			defer a.Stop(context.Background())
+			base = a.URL()
 		}
-		defer a.Stop(context.Background())
-		base = a.URL()
 	}
 	c := newClient(base)
 	// Detached from the signal context: the first Ctrl-C aborts the run,
@@ -177,8 +186,9 @@ func startEmbedded(ctx context.Context, setup app.Setup, o runFlags) (*app.App, 
 		}
 	}
 	a, err := app.Start(context.WithoutCancel(ctx), cfg)
-	if errors.Is(err, lockfile.ErrHeld) {
-		return nil, fmt.Errorf("%w\nA server is using this database: send the prompt to it with --url (or AGENTD_URL), or give this run its own --db", err)
+	var held *lockfile.HeldError
+	if errors.As(err, &held) && held.URL() == "" {
+		return nil, fmt.Errorf("%w\nA process that serves no URL yet holds this database: wait for it, send the prompt to a server with --url (or AGENTD_URL), or give this run its own --db", err)
 	}
 	return a, err
 }
