@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -291,6 +290,7 @@ func follow(ctx, work context.Context, stopSignals context.CancelFunc, c *client
 	}
 	out.setRun(runID)
 	asker := &asker{c: c, out: out, yes: o.yes, interactive: isTerminal(os.Stdin) && isTerminal(os.Stderr)}
+	defer asker.close()
 	aborted, unanswered := false, false
 	abort := func(why string) error {
 		if aborted {
@@ -390,32 +390,31 @@ type asker struct {
 	out         *printer
 	yes         bool
 	interactive bool
-	lines       <-chan string
+	in          *stdinReader
 }
 
 // readLine reads one line of the user's answer; ok is false at the end of
 // input.
 func (a *asker) readLine(ctx context.Context) (string, bool) {
-	if a.lines == nil {
-		ch := make(chan string)
-		a.lines = ch
-		// Blocked reads of the terminal cannot be cancelled; the goroutine
-		// ends with the process.
-		go func() {
-			sc := bufio.NewScanner(os.Stdin)
-			for sc.Scan() {
-				ch <- sc.Text()
-			}
-			close(ch)
-		}()
+	return a.input().read(ctx, a.out.over, false)
+}
+
+// readKey reads one key of the user's answer, without waiting for Enter.
+func (a *asker) readKey(ctx context.Context) (string, bool) {
+	return a.input().read(ctx, a.out.over, true)
+}
+
+func (a *asker) input() *stdinReader {
+	if a.in == nil {
+		a.in = newStdinReader(os.Stdin)
 	}
-	select {
-	case l, ok := <-a.lines:
-		return strings.TrimSpace(l), ok
-	case <-a.out.over:
-		return "", false
-	case <-ctx.Done():
-		return "", false
+	return a.in
+}
+
+// close puts the terminal back as it was, should a key read be pending.
+func (a *asker) close() {
+	if a.in != nil {
+		a.in.restore()
 	}
 }
 
@@ -439,7 +438,10 @@ func (a *asker) answer(ctx context.Context, req core.PermissionRequest) (bool, e
 			fmt.Fprintf(os.Stderr, "  always would allow, for this session: %s\n", strings.Join(req.Always, ", "))
 		}
 		fmt.Fprint(os.Stderr, "  [o]nce, [a]lways, [r]eject: ")
-		line, ok := a.readLine(ctx)
+		line, ok := a.readKey(ctx)
+		if ok {
+			fmt.Fprintln(os.Stderr, line) // the key, as the terminal no longer echoes it
+		}
 		if !ok {
 			fmt.Fprintln(os.Stderr)
 			if a.runOver() {
