@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,5 +34,65 @@ func TestRunUsesTheServerHoldingTheDatabase(t *testing.T) {
 	r = c.mustRun("run", "--db", db, "reply:on my own")
 	if strings.Contains(r.stderr, "using the server") || !strings.Contains(r.stdout, "on my own") {
 		t.Errorf("run without a server: %s", r)
+	}
+}
+
+// TestClientCommandsSpeakPlainly: wait prints words (JSON on request),
+// abort of an idle session says so and exits 3, a mistyped command gets
+// the closest, and a bad --url or a server gone mid-wait is a sentence,
+// not Go's request text.
+func TestClientCommandsSpeakPlainly(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	srv := c.serve("--port", "0", "--db", filepath.Join(t.TempDir(), "agentd.db"))
+	c.mustRun("run", "--url", srv.url, "reply:hi")
+	var list []struct{ ID string }
+	if err := json.Unmarshal([]byte(c.mustRun("sessions", "--url", srv.url, "--json").stdout), &list); err != nil || len(list) != 1 {
+		t.Fatalf("sessions: %v %v", list, err)
+	}
+	id := list[0].ID
+	r := c.mustRun("wait", "--url", srv.url, id)
+	if !strings.HasPrefix(r.stdout, id+": idle") || !strings.Contains(r.stdout, "succeeded") {
+		t.Errorf("wait: %s", r)
+	}
+	r = c.mustRun("wait", "--url", srv.url, "--json", id)
+	var st map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st["type"] != "idle" {
+		t.Errorf("wait --json: %s (%v)", r, err)
+	}
+	r = c.run("abort", "--url", srv.url, id)
+	if r.code != 3 || !strings.Contains(r.stderr, "is idle: there is no run to abort") {
+		t.Errorf("abort of an idle session: %s", r)
+	}
+	if r := c.run("abort", "--url", srv.url, "--json", id); r.code != 3 || r.stdout != "false\n" {
+		t.Errorf("abort --json of an idle session: %s", r)
+	}
+	if r := c.run("wiat", id); r.code != 2 || !strings.Contains(r.stderr, `unknown command "wiat"; did you mean "agentd wait"?`) {
+		t.Errorf("a mistyped command: %s", r)
+	}
+	for _, u := range []string{"localhost:4096", "htp://127.0.0.1:4096", "http://[::1"} {
+		r := c.run("status", "--url", u, id)
+		if r.code != 1 || !strings.Contains(r.stderr, "is not a server address") || strings.Contains(r.stderr, `Get "`) {
+			t.Errorf("--url %s: %s", u, r)
+		}
+	}
+	// A wait whose server goes away (killed) mid-wait.
+	resp, err := http.Post(srv.url+"/session/"+id+"/prompt_async", "application/json",
+		strings.NewReader(`{"parts":[{"type":"text","text":"sleep:600"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	wait := c.command(context.Background(), "wait", "--url", srv.url, id)
+	var stderr strings.Builder
+	wait.Stderr = &stderr
+	if err := wait.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.cmd.Process.Kill()
+	_ = wait.Wait() // its exit code is checked below
+	if code := wait.ProcessState.ExitCode(); code != 1 || strings.Contains(stderr.String(), `Post "`) ||
+		!strings.Contains(stderr.String(), "agentd: ") {
+		t.Errorf("wait on a killed server: exit %d: %s", code, stderr.String())
 	}
 }
