@@ -19,7 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -109,7 +109,7 @@ func unknownCommand(name string) {
 		names[i] = c.name
 	}
 	fmt.Fprintf(os.Stderr, "agentd: unknown command %q", name)
-	if c := config.Nearest(name, names); c != "" {
+	if c := suggest.Nearest(name, names); c != "" {
 		fmt.Fprintf(os.Stderr, "; did you mean \"agentd %s\"?\n", c)
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd/internal/llm"
 )
 
 // TestRunUsesTheServerHoldingTheDatabase: `agentd run` beside a running
@@ -94,5 +96,48 @@ func TestClientCommandsSpeakPlainly(t *testing.T) {
 	if code := wait.ProcessState.ExitCode(); code != 1 || strings.Contains(stderr.String(), `Post "`) ||
 		!strings.Contains(stderr.String(), "agentd: ") {
 		t.Errorf("wait on a killed server: exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestProviderMistakesNameTheFix: each provider mistake a newcomer makes
+// is refused in a line that says what to do.
+func TestProviderMistakesNameTheFix(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	// A model of Anthropic's with no key: on the configuration path as on
+	// the --model path.
+	c.write("agentd.json", `{"model": "anthropic/claude-sonnet-4-5"}`)
+	r := c.run("run", "reply:hi")
+	if r.code != 1 || !strings.Contains(r.stderr, `provider "anthropic" is not configured: set ANTHROPIC_API_KEY`) {
+		t.Errorf("configured anthropic model without a key: %s", r)
+	}
+	c.write("agentd.json", `{}`)
+	r = c.run("run", "--model", "anthropic/claude-sonnet-4-5", "reply:hi")
+	if r.code != 1 || !strings.Contains(r.stderr, "set ANTHROPIC_API_KEY") {
+		t.Errorf("--model anthropic/… without a key: %s", r)
+	}
+	// A provider block without a key: config check warns, with the fix.
+	c.write("agentd.json", `{"provider": {"anthropic": {}}}`)
+	r = c.run("config", "check")
+	if r.code != 0 || !strings.Contains(r.stdout, "warning: provider anthropic has no API key: set ANTHROPIC_API_KEY") ||
+		!strings.Contains(r.stdout, "ok, with 1 warning(s) above") {
+		t.Errorf("config check of a provider without a key: %s", r)
+	}
+	// A mistyped provider and model.
+	c.write("agentd.json", `{"provider": {"local": {"options": {"baseURL": "http://127.0.0.1:1/v1"}, "models": {"qwen2.5-coder": {}}}}}`)
+	r = c.run("run", "--model", "lcoal/qwen2.5-coder", "reply:hi")
+	if r.code != 1 || !strings.Contains(r.stderr, `unknown provider "lcoal" (did you mean "local"? known: agentd, anthropic, local, openai)`) {
+		t.Errorf("a mistyped provider: %s", r)
+	}
+	r = c.run("run", "--model", "local/qwen2.5-coderr", "reply:hi")
+	if r.code != 1 || !strings.Contains(r.stderr, `did you mean "qwen2.5-coder"?`) {
+		t.Errorf("a mistyped model: %s", r)
+	}
+	// A model server that is not running: a few quick tries, then one
+	// line, not a minute of retries.
+	r = c.run("run", "--model", "local/qwen2.5-coder", "reply:hi")
+	if r.code != 1 || !strings.Contains(r.stderr, "cannot reach http://127.0.0.1:1: connection refused; is the model server running?") ||
+		strings.Count(r.stderr, "↻ retry") >= llm.RefusedAttempts {
+		t.Errorf("a refused baseURL: %s", r)
 	}
 }

@@ -180,8 +180,7 @@ func startEmbedded(ctx context.Context, setup app.Setup, o runFlags) (*app.App, 
 	if m := o.model; m != "" {
 		ref, _ := config.ParseModel(m)
 		if _, _, err := cfg.Models.Resolve(ref); err != nil {
-			return nil, fmt.Errorf("--model %s: %w (providers: %s; set OPENAI_API_KEY or ANTHROPIC_API_KEY, or configure one in agentd.json)",
-				m, err, strings.Join(cfg.Models.Providers(), ", "))
+			return nil, fmt.Errorf("--model %s: %w", m, err)
 		}
 	}
 	a, err := app.Start(context.WithoutCancel(ctx), cfg)

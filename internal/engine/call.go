@@ -67,7 +67,8 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 			return outcome{state: core.RunFailed, reason: core.ReasonProviderError, err: cerr}, true
 		}
 		delay := backoff(e.cfg.Retry, attempt, apiErr.RetryAfter)
-		if attempt >= e.cfg.Retry.MaxAttempts || time.Since(first)+delay > e.cfg.Retry.MaxElapsed {
+		if attempt >= e.cfg.Retry.MaxAttempts || time.Since(first)+delay > e.cfg.Retry.MaxElapsed ||
+			apiErr.MaxAttempts > 0 && attempt >= apiErr.MaxAttempts {
 			_ = r.endStep(ctx, cerr)
 			return outcome{state: core.RunFailed, reason: core.ReasonRetriesExhausted, err: cerr}, true
 		}
