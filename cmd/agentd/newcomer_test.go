@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/internal/llm"
 )
@@ -139,5 +143,68 @@ func TestProviderMistakesNameTheFix(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "cannot reach http://127.0.0.1:1: connection refused; is the model server running?") ||
 		strings.Count(r.stderr, "↻ retry") >= llm.RefusedAttempts {
 		t.Errorf("a refused baseURL: %s", r)
+	}
+}
+
+// TestPortInUseBeforeTheDatabase: a port in use is said in a line with
+// what to do, before any database is created.
+func TestPortInUseBeforeTheDatabase(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	srv := c.serve("--port", "0", "--db", filepath.Join(t.TempDir(), "first.db"))
+	u, err := url.Parse(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "second.db")
+	r := c.run("serve", "--port", u.Port(), "--db", db)
+	if r.code != 1 || !strings.Contains(r.stderr, "port "+u.Port()+" on 127.0.0.1 is in use: an agentd") ||
+		!strings.Contains(r.stderr, "--port") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("a port in use: %s", r)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("the database was created before the port was checked: %v", err)
+	}
+}
+
+// TestShutdownAndStartSayWhatBecameOfRuns: stopping logs the runs it
+// handed off and how long it took; the next start logs what it did with
+// them.
+func TestShutdownAndStartSayWhatBecameOfRuns(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	db := filepath.Join(t.TempDir(), "agentd.db")
+	srv := c.serve("--port", "0", "--db", db)
+	resp, err := http.Post(srv.url+"/session", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct{ ID string }
+	_ = json.NewDecoder(resp.Body).Decode(&s)
+	resp.Body.Close()
+	resp, err = http.Post(srv.url+"/session/"+s.ID+"/prompt_async", "application/json",
+		strings.NewReader(`{"parts":[{"type":"text","text":"sleep:600"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// The run is executing once the session reads busy.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(c.mustRun("status", "--url", srv.url, s.ID).stdout, "busy") {
+		if time.Now().After(deadline) {
+			t.Fatal("the run never started")
+		}
+	}
+	if code := srv.stop(); code != 0 {
+		t.Fatalf("serve exit %d:\n%s", code, srv.logText())
+	}
+	log := srv.logText()
+	run := regexp.MustCompile(`engine stopped: runs handed off"[^\n]* count=1 runs=(run_\S+) next="the next start resumes them" took=`).FindStringSubmatch(log)
+	if run == nil || !regexp.MustCompile(`msg=stopped took=\S+`).MatchString(log) {
+		t.Fatalf("the shutdown log:\n%s", log)
+	}
+	srv = c.serve("--port", "0", "--db", db)
+	if !regexp.MustCompile(`msg="runs left by the previous process"[^\n]* resumed=1 resumed_runs=` + run[1]).MatchString(srv.logText()) {
+		t.Errorf("the start log:\n%s", srv.logText())
 	}
 }

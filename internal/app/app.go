@@ -197,6 +197,16 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	skills := &skill.Catalog{Global: skillDirs(cfg), Logger: cfg.Logger}
 	tools.Add(skill.Tool{Catalog: skills})
 
+	ln, err := listen(cfg)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			ln.Close()
+		}
+	}()
 	db, lock, node, err := openStore(ctx, &cfg)
 	if err != nil {
 		return nil, err
@@ -292,13 +302,6 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
 	})
 	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms))
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		terms.Stop()
-		eng.Stop()
-		release()
-		return nil, fmt.Errorf("listen: %w", err)
-	}
 	nofile := raiseFileLimit()
 	if n := connLimit(cfg.MaxConns, nofile); n != cfg.MaxConns {
 		if cfg.MaxConns > 0 {
@@ -336,6 +339,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		defer a.wg.Done()
 		a.prune()
 	}()
+	started = true
 	return a, nil
 }
 
