@@ -215,6 +215,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// full disk is logged once when it starts and once when it ends.
 	st := store.Watch(db, cfg.Logger.With("component", "store"))
 	met := metrics.New()
+	met.BuildInfo(cfg.Version)
 	st.ObserveTx(met.StoreTx)
 	if b, ok := db.(interface{ SetBatchObserver(func(int)) }); ok {
 		b.SetBatchObserver(met.CommitBatch)
@@ -296,12 +297,13 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
-		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
+		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, ObserveRequest: met.Request, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
 	})
 	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms))
+	met.InitRoutes(api.Routes())
 	nofile := raiseFileLimit()
 	if n := connLimit(cfg.MaxConns, nofile); n != cfg.MaxConns {
 		if cfg.MaxConns > 0 {
