@@ -121,7 +121,7 @@ func Announce() {
 			return
 		}
 		defer out.Close()
-		fmt.Fprint(out, line)
+		tell(out, os.Getppid(), line)
 	})
 }
 
