@@ -95,6 +95,19 @@ type NodeInfo struct {
 	Leases   func() int
 	// Sandbox says what confines the commands run for the model.
 	Sandbox string
+	// Cluster lists the nodes sharing the database, where they do (nil
+	// on SQLite: the node is alone).
+	Cluster func(context.Context) ([]ClusterNode, error)
+}
+
+// ClusterNode is one node connected to a shared database.
+type ClusterNode struct {
+	// ID is the node's id, the owner named in its leases.
+	ID string `json:"id"`
+	// Since is when the node connected.
+	Since time.Time `json:"since"`
+	// Leases is how many runs it holds a live lease on.
+	Leases int `json:"leases"`
 }
 
 // Server serves the API.
@@ -249,8 +262,8 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	// (loopback and Origin checks, basic auth).
 	// The page is /ui (paths with a trailing slash are refused, see
 	// cleanPaths); its files are under /ui/.
-	s.mux.Handle("GET /ui", ui.Handler("/ui"))
-	s.mux.Handle("GET /ui/", ui.Handler("/ui"))
+	s.mux.Handle("GET /ui", ui.Handler("/ui", s.uiInitial))
+	s.mux.Handle("GET /ui/", ui.Handler("/ui", s.uiInitial))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui", http.StatusFound)
 	})
