@@ -83,6 +83,7 @@ func Acquire(dbPath string) (*Lock, error) {
 	}
 	descPath := real + ".lock"
 	deadline := time.Now().Add(reaperWait)
+	var blankUntil time.Time // while a blank description may be a release
 	for {
 		err := syscall.Flock(int(db.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -96,6 +97,15 @@ func Acquire(dbPath string) (*Lock, error) {
 		who := strings.TrimSpace(string(owner))
 		if holderDead(who) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if who == "" && blankUntil.IsZero() {
+			blankUntil = time.Now().Add(100 * time.Millisecond)
+		}
+		if who == "" && time.Now().Before(blankUntil) {
+			// Release empties the description before it unlocks: a
+			// holder letting go is seen blank for a moment.
+			time.Sleep(5 * time.Millisecond)
 			continue
 		}
 		db.Close()
