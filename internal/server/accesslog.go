@@ -55,12 +55,17 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if s.cfg.ObserveRequest != nil {
 			s.cfg.ObserveRequest(r.Method, routeOf(status, info), status, d)
 		}
-		if s.cfg.AccessLog {
-			log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
-				slog.Duration("duration", d), slog.Int64("bytes", rec.bytes),
-				slog.String("client", r.RemoteAddr), slog.String("request_id", info.id))
+		if !s.cfg.AccessLog {
+			return
 		}
+		attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+			slog.Duration("duration", d), slog.Int64("bytes", rec.bytes),
+			slog.String("client", r.RemoteAddr), slog.String("request_id", info.id)}
+		if rec.keyID != "" {
+			// The key that made the request, never its token.
+			attrs = append(attrs, slog.String("key", rec.keyID), slog.String("key_name", rec.keyName))
+		}
+		log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
 }
 
@@ -103,7 +108,11 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// keyID and keyName name the API key the request was made with.
+	keyID, keyName string
 }
+
+func (r *recorder) noteKey(id, name string) { r.keyID, r.keyName = id, name }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
@@ -84,6 +85,12 @@ type Config struct {
 	// Terminals serves the /pty routes (nil: terminals are off, and
 	// those routes refuse with 403).
 	Terminals pty.Service
+	// Callbacks keeps prompts' callbackUrl (nil: a prompt that carries
+	// one is refused).
+	Callbacks Callbacks
+	// Keys are the API keys: bearer tokens authenticate beside the
+	// password, and a key sees only what it may (nil: no keys).
+	Keys *access.Keys
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind
@@ -238,6 +245,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	}
 	s.routes = append(s.routes, s.projectRoutes()...)
 	s.routes = append(s.routes, s.ptyRoutes()...)
+	s.routes = append(s.routes, s.keyRoutes()...)
 	s.routes = append(s.routes, s.restRoutes()...)
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}
@@ -283,8 +291,9 @@ func (s *Server) dispatch(rts []route) http.Handler {
 	}
 	sort.Strings(allow)
 	handlers := make([]func(http.ResponseWriter, *http.Request) *apiError, len(rts))
+	gates := make([]gate, len(rts))
 	for i, rt := range rts {
-		handlers[i] = s.traced(rt, rt.h)
+		handlers[i], gates[i] = s.traced(rt, rt.h), s.gateOf(rt)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for i, rt := range rts {
@@ -293,6 +302,9 @@ func (s *Server) dispatch(rts []route) http.Handler {
 				if !longRoute(rt) {
 					// A client that stops reading cannot hold a handler.
 					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+				}
+				if !s.gatePass(w, r, gates[i]) {
+					return
 				}
 				if e := handlers[i](w, r); e != nil {
 					writeError(w, e)
@@ -322,7 +334,7 @@ func longRoute(rt route) bool {
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = s.mux
 	h = s.readBody(h)
-	h = s.cfg.Security.middleware(h, s.consumeTicket)
+	h = s.cfg.Security.middleware(h, s.consumeTicket, s.cfg.Keys)
 	h = cleanPaths(h)
 	h = s.recoverPanics(h)
 	return s.observe(h)

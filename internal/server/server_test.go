@@ -320,6 +320,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	// The terminal routes (pty.go).
 	want = append(want, "GET /pty", "POST /pty", "GET /pty/shells", "GET /pty/{ptyID}", "PUT /pty/{ptyID}",
 		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
+	// The webhooks' routes (package webhook).
+	want = append(want, "POST /webhook", "GET /webhook", "GET /webhook/{id}", "DELETE /webhook/{id}", "GET /webhook/delivery",
+		"GET /webhook/delivery/{id}", "POST /webhook/delivery/{id}/retry")
+	// The API keys (keys.go).
+	want = append(want, "GET /key", "POST /key", "PATCH /key/{id}", "DELETE /key/{id}")
 	sort.Strings(want)
 
 	if diff := cmp.Diff(want, ops); diff != "" {

@@ -52,9 +52,14 @@ func Exercise(t *testing.T, open Opener) {
 		"EventsBoundedByBytes":  testEventsByBytes,
 		"Todos":                 testTodos,
 		"RevertJournal":         testRevertJournal,
+		"APIKeys":               testAPIKeys,
 		"RetireMessage":         testRetireMessage,
 		"RetirePart":            testRetirePart,
 		"KeepPart":              testKeepPart,
+		"WebhookSubscriptions":  testWebhookSubscriptions,
+		"WebhookCallbacks":      testWebhookCallbacks,
+		"WebhookDeliveries":     testWebhookDeliveries,
+		"WebhookClaimsOnce":     testWebhookClaimsOnce,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
