@@ -5,8 +5,6 @@ package app
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd/agentd/internal/access"
@@ -25,6 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/credential"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
@@ -33,6 +33,7 @@ import (
 	"github.com/agentd/agentd/internal/lockfile"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/skill"
@@ -129,6 +130,7 @@ type Config struct {
 	Sandbox     sandbox.Config
 	ConfigFiles []string
 	Terminals   Terminals // terminals for clients (agentd.terminal), off unless Enabled
+	Plugins     Plugins   // opencode's plugins, run by a host process when Specs lists any
 	// Webhooks sends signed webhooks (agentd.webhooks); off without a secret.
 	Webhooks webhook.Config
 }
@@ -147,6 +149,7 @@ type App struct {
 	lock    *lockfile.Lock
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
+	plugins *plugin.Host
 	terms   *terminals
 	hooks   *webhook.Service
 	http    *http.Server
@@ -282,8 +285,20 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		release()
 		return nil, fmt.Errorf("read event log: %w", err)
 	}
+	var serverURL atomic.Value
+	plugins, err := startPlugins(ctx, &cfg, tools, &serverURL)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
 	hub := events.NewHub(st, last, 0)
-	st.SetCommitHook(hub.Publish)
+	var committed func(int64) bool
+	if c, ok := st.Store.(interface{ Committed(seq int64) bool }); ok {
+		committed = c.Committed
+	}
+	toPlugins := pluginEvents(plugins, committed)
+	st.SetCommitHook(func(evs []core.Event) { hub.Publish(evs); toPlugins(evs) })
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	met.Init(knownLabels(cfg, tools))
 	if cfg.Engine.Budget == nil {
@@ -315,7 +330,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed, Cluster: clusterOf(db)},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
-		Unhealthy: st.Lost, Terminals: terminalService(terms), ObserveRequest: met.Request,
+		Unhealthy: st.Lost, Terminals: terminalService(terms), CommandHook: commandHook(plugins), ObserveRequest: met.Request,
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks), Keys: keys,
 	})
 	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms), hooks, keys)
@@ -328,7 +343,8 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks, plugins: plugins}
+	serverURL.Store(a.URL())
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -359,60 +375,6 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}()
 	started = true
 	return a, nil
-}
-
-// toolScope names a database for the tools' process markers: a short hash
-// of its absolute path, or of a shared database's URL and this node's
-// address (nodes on one machine must not sweep each other's tools).
-func toolScope(dbPath string, n nodeDesc) string {
-	abs := dbPath
-	if n.kind == "postgres" {
-		abs += "#" + n.addr
-	} else if a, err := filepath.Abs(dbPath); err == nil {
-		abs = a
-	}
-	sum := sha256.Sum256([]byte(abs))
-	return hex.EncodeToString(sum[:6])
-}
-
-// outputDir is the private folder (0700) where a node keeps the whole
-// output of tool calls cut for the model: beside a SQLite database, in the
-// user's cache directory for a shared one (each node its own).
-func outputDir(dbPath string, n nodeDesc) (string, error) {
-	dir := dbPath + ".tool-output"
-	if n.kind == "postgres" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, "agentd", "tool-output", toolScope(dbPath, n))
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create the tool output folder: %w", err)
-	}
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return "", fmt.Errorf("tool output folder: %w", err)
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("tool output folder %s is not a directory", dir)
-	}
-	if st.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", fmt.Errorf("tool output folder: %w", err)
-		}
-	}
-	return dir, nil
-}
-
-// snapshotDir is where the snapshot stores live by default: beside a
-// SQLite database (its one process), under the user's data directory for
-// a shared database, so that the nodes of one machine share them.
-func snapshotDir(dbPath string, n nodeDesc) string {
-	if n.kind == "postgres" {
-		return snapshot.DefaultDir()
-	}
-	return dbPath + ".snapshot"
 }
 
 // nodeDesc is what the app knows of its node once the store is open.
@@ -550,6 +512,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.terms.Stop() // its websockets are hijacked connections, which Shutdown does not wait for
 		a.hooks.Stop()
 		a.Engine.Stop()
+		a.plugins.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

@@ -1,7 +1,8 @@
 // Package postgres is the store driver for several nodes sharing one
 // PostgreSQL database. It shares its SQL with the SQLite driver
-// (sqlstore) and adds what sharing needs: a dense, commit-ordered event
-// log that every node reads (tail.go), a wake-up channel between nodes
+// (sqlstore) and adds what sharing needs: a dense event log whose order is
+// assigned after commit, so that transactions commit in parallel, and that
+// every node reads (tail.go), a wake-up channel between nodes
 // (LISTEN/NOTIFY, never the payload), and run leases with fencing
 // (lease.go).
 package postgres
@@ -67,6 +68,9 @@ type Store struct {
 	poll       time.Duration
 	log        *slog.Logger
 
+	d      *sqlstore.Dialect // dialect, appending with this process's origin
+	origin string
+
 	hookMu  sync.Mutex
 	hook    func([]core.Event)
 	abortFn func(runID string, reason core.EndReason)
@@ -130,7 +134,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.app = appName(s.appPrefix, s.node)
 	s.claimable = `state IN ('queued', 'running', 'retrying') AND (lease_epoch = 0 OR lease_expires_ms <= ` + nowMS +
 		` OR ` + ownerGone(s.appPrefix, s.app, opts.PresenceGrace) + `)`
-	s.Reader = sqlstore.Reader{Q: db, D: dialect}
+	// This process's events carry its origin into the log, so that the
+	// tail can tell which of them it committed (Committed).
+	s.origin = core.NewID("origin", false)
+	d := *dialect
+	d.AppendEvents = func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
+		return appendEvents(ctx, q, evs, s.origin)
+	}
+	s.d = &d
+	s.Reader = sqlstore.Reader{Q: db, D: s.d}
 	last, err := dialect.LastSeq(ctx, db)
 	if err != nil {
 		db.Close()
@@ -267,17 +279,21 @@ func (s *Store) SetCommitHook(fn func([]core.Event)) {
 
 // Tx implements store.Store. Each call is its own PostgreSQL transaction
 // (read committed); transactions that touch the same session serialise on
-// its row (LockSession) and those that append events on the log's head,
-// which they take last, right before commit. Under a lease (WithLease) the
+// its row (LockSession); those that append events share no lock: their
+// events are numbered after they commit (tail.go), and Tx returns once
+// the commit hook has received them. Under a lease (WithLease) the
 // transaction first checks, and holds until commit, that the lease is
 // still this node's. A deadlock or serialisation failure is retried.
 func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		last, err := s.tx(ctx, fn)
+		appended, err := s.tx(ctx, fn)
 		if err == nil {
-			if last > 0 {
-				s.wake()
-				return s.tail.wait(ctx, last)
+			if appended {
+				// A tail cycle that starts from here on finds the events
+				// committed: it numbers them or sees them numbered.
+				cycle := s.tail.next()
+				s.kickTail()
+				return s.tail.wait(ctx, cycle)
 			}
 			return nil
 		}
@@ -288,35 +304,40 @@ func (s *Store) Tx(ctx context.Context, fn func(store.Tx) error) error {
 	}
 }
 
-func (s *Store) tx(ctx context.Context, fn func(store.Tx) error) (int64, error) {
+func (s *Store) tx(ctx context.Context, fn func(store.Tx) error) (bool, error) {
 	if s.tail.closed() {
-		return 0, ErrClosed
+		return false, ErrClosed
 	}
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
+		return false, fmt.Errorf("begin: %w", err)
 	}
 	defer sqlTx.Rollback()
 	if l := store.LeaseFrom(ctx); l != nil {
 		if err := fence(ctx, sqlTx, l); err != nil {
-			return 0, err
+			return false, err
 		}
 	}
-	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: dialect}}
+	t := &sqlstore.Tx{Reader: sqlstore.Reader{Q: sqlTx, D: s.d}}
 	if err := runFn(fn, t); err != nil {
-		return 0, err
+		return false, err
 	}
 	if err := t.Seal(ctx); err != nil {
-		return 0, err
+		return false, err
+	}
+	if beforeCommit != nil {
+		beforeCommit()
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
+		return false, fmt.Errorf("commit: %w", err)
 	}
-	if n := len(t.Appended); n > 0 {
-		return t.Appended[n-1].Seq, nil
-	}
-	return 0, nil
+	return len(t.Appended) > 0, nil
 }
+
+// beforeCommit, set by tests only, runs between a transaction's last
+// statement and its commit: it lets transactions commit in another order
+// than the one they wrote their events in.
+var beforeCommit func()
 
 // fence checks that the lease is held and unexpired, and keeps the run's
 // row share-locked until commit so that no claim slips in between.
@@ -431,33 +452,7 @@ var dialect = &sqlstore.Dialect{
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505"
 	},
-	AppendEvents: func(ctx context.Context, q sqlstore.Querier, evs []core.Event) error {
-		// Taking the head's row lock here, last in the transaction, makes
-		// seq dense and commit-ordered. Every event-writing transaction of
-		// the cluster queues on that lock, so one statement both takes it
-		// and inserts the events: it is held for a single round trip and
-		// the commit.
-		n := len(evs)
-		sids, types, data := make([]string, n), make([]string, n), make([]string, n)
-		times := make([]int64, n)
-		for i := range evs {
-			ev := &evs[i]
-			sids[i], types[i], times[i], data[i] = ev.SessionID, ev.Type, ev.Time, string(ev.Properties)
-		}
-		var head int64
-		err := q.QueryRowContext(ctx, `WITH h AS (UPDATE event_head SET seq = seq + $1 RETURNING seq),
-			ins AS (INSERT INTO events (seq, session_id, type, time_ms, data)
-				SELECT h.seq - $1 + v.ord, v.sid, v.type, v.t, v.data
-				FROM h, unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) WITH ORDINALITY AS v(sid, type, t, data, ord))
-			SELECT seq FROM h`, n, sids, types, times, data).Scan(&head)
-		if err != nil {
-			return err
-		}
-		for i := range evs {
-			evs[i].Seq = head - int64(n) + int64(i) + 1
-		}
-		return nil
-	},
+	// AppendEvents is set per store (appendEvents with its origin).
 	LockSession: func(ctx context.Context, q sqlstore.Querier, id string) error {
 		var one int
 		err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, id).Scan(&one)
@@ -475,4 +470,24 @@ var dialect = &sqlstore.Dialect{
 		err := q.QueryRowContext(ctx, `SELECT seq FROM event_head`).Scan(&seq)
 		return seq, err
 	},
+}
+
+// appendEvents inserts a transaction's events into the inbox, under its
+// transaction's id and the committing process's origin, until a sequencer
+// pass numbers them after the commit (tail.go): no lock is shared with
+// other transactions. Their seq is not known here; the commit hook
+// receives them numbered.
+func appendEvents(ctx context.Context, q sqlstore.Querier, evs []core.Event, origin string) error {
+	n := len(evs)
+	sids, types, data := make([]string, n), make([]string, n), make([]string, n)
+	times := make([]int64, n)
+	for i := range evs {
+		ev := &evs[i]
+		sids[i], types[i], times[i], data[i] = ev.SessionID, ev.Type, ev.Time, string(ev.Properties)
+	}
+	_, err := q.ExecContext(ctx, `INSERT INTO event_inbox (xid, ord, session_id, type, time_ms, data, origin)
+		SELECT pg_current_xact_id(), v.ord, v.sid, v.type, v.t, v.data, $5
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) WITH ORDINALITY AS v(sid, type, t, data, ord)`,
+		sids, types, times, data, origin)
+	return err
 }
