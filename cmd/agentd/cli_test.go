@@ -384,7 +384,7 @@ func TestRunPermissionWithoutTerminal(t *testing.T) {
 
 // TestRunAsksOnTerminal answers permission asks as a person would, on a
 // pseudo-terminal: once, always (then the next run does not ask), reject
-// with a reason the model reads.
+// with a reason the model reads; each on its key alone, without Enter.
 func TestRunAsksOnTerminal(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -392,7 +392,7 @@ func TestRunAsksOnTerminal(t *testing.T) {
 
 	term := c.terminal("run", bash("echo once-ok"))
 	term.expect("[o]nce, [a]lways, [r]eject: ")
-	term.send("o\n")
+	term.send("o") // the key alone: no Enter
 	out := term.wait(0)
 	if !strings.Contains(out, "once-ok") {
 		t.Errorf("once: %s", out)
@@ -401,7 +401,7 @@ func TestRunAsksOnTerminal(t *testing.T) {
 	term = c.terminal("run", bash("echo always-ok"))
 	term.expect("always would allow, for this session: echo *")
 	term.expect("[o]nce, [a]lways, [r]eject: ")
-	term.send("a\n")
+	term.send("a")
 	term.wait(0)
 	term = c.terminal("run", "--continue", bash("echo again"))
 	if out := term.wait(0); strings.Contains(out, "[o]nce") || !strings.Contains(out, "again") {
@@ -410,9 +410,9 @@ func TestRunAsksOnTerminal(t *testing.T) {
 
 	term = c.terminal("run", bash("rm -rf /tmp/nothing-here"))
 	term.expect("[o]nce, [a]lways, [r]eject: ")
-	term.send("maybe\n")
+	term.send("m")
 	term.expect("answer o, a or r")
-	term.send("r\n")
+	term.send("r")
 	term.expect("tell the model why, and it goes on (empty: the turn ends here): ")
 	term.send("not on my machine\n")
 	if out := term.wait(0); !strings.Contains(out, "not on my machine") || !strings.Contains(out, "done") {
@@ -422,7 +422,7 @@ func TestRunAsksOnTerminal(t *testing.T) {
 	// Rejected without a reason: the turn ends there (interrupted).
 	term = c.terminal("run", bash("rm -rf /tmp/nothing-here-either"))
 	term.expect("[o]nce, [a]lways, [r]eject: ")
-	term.send("r\n")
+	term.send("r")
 	term.expect("(empty: the turn ends here): ")
 	term.send("\n")
 	if out := term.wait(130); strings.Contains(out, "done") || !strings.Contains(out, "interrupted (rejected)") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -47,8 +48,31 @@ func explain(err error) string {
 		return fmt.Sprintf("no agentd answers at %s (%v).\nStart one with \"agentd serve\", or point --url or AGENTD_URL at a running server.", where, ue.Err)
 	case errors.As(err, &ce) && ce.StatusCode == 401:
 		return err.Error() + "\nThe server wants a password: set AGENTD_SERVER_PASSWORD (and AGENTD_SERVER_USERNAME if it is not opencode), or an API key's token in AGENTD_API_KEY."
+	case errors.As(err, &ue):
+		return explainURLError(ue)
 	}
 	return err.Error()
+}
+
+// explainURLError says in a line what went wrong talking to a server,
+// without Go's request text (`Post "http://…/wait?timeout=…": EOF`).
+func explainURLError(ue *url.Error) string {
+	u, perr := url.Parse(ue.URL)
+	if ue.Op == "parse" || perr != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		where := ue.URL
+		if perr == nil && u.Path != "" {
+			where = strings.TrimSuffix(where, u.RequestURI())
+		}
+		return fmt.Sprintf("%q is not a server address: --url (or AGENTD_URL) takes http://HOST:PORT, as in http://127.0.0.1:4096", where)
+	}
+	where := u.Scheme + "://" + u.Host
+	switch {
+	case errors.Is(ue, io.EOF), errors.Is(ue, io.ErrUnexpectedEOF), errors.Is(ue, syscall.ECONNRESET):
+		return fmt.Sprintf("the server at %s closed the connection before it answered: it stopped or restarted; run the command again once it is back", where)
+	case ue.Timeout():
+		return fmt.Sprintf("the server at %s did not answer in time", where)
+	}
+	return fmt.Sprintf("cannot talk to the server at %s: %v", where, ue.Err)
 }
 
 func isDNS(err error) bool {
@@ -240,7 +264,7 @@ func describeStatus(id string, st core.SessionStatus) string {
 
 var waitHelp = help{
 	usage:   "wait [flags] SESSION",
-	about:   "Waits until the session is idle (or --run has ended), prints its status as JSON, and exits with how its last run ended.",
+	about:   "Waits until the session is idle (or --run has ended), prints its status as status does (--json: as JSON), and exits with how its last run ended.",
 	minArgs: 1, maxArgs: 1,
 	examples: []string{
 		"agentd wait ses_01J… && echo done",
@@ -260,20 +284,31 @@ func cmdWait(ctx context.Context, args []string) error {
 	url := fs.String("url", defaultURL(), "server URL")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long (exit 124)")
 	runID := fs.String("run", "", "wait for this run instead of the session")
+	asJSON := fs.Bool("json", false, "print the status as JSON")
 	pos, err := parse(fs, waitHelp, args)
 	if err != nil {
 		return err
 	}
 	st, err := newClient(*url).Wait(ctx, pos[0], *runID, *timeout)
+	show := func() error {
+		if *asJSON {
+			return printJSON(st)
+		}
+		_, err := fmt.Println(describeStatus(pos[0], st))
+		return err
+	}
 	var ce *client.Error
 	if errors.As(err, &ce) && ce.StatusCode == 408 {
-		_ = printJSON(st)
+		_ = show()
+		if !*asJSON {
+			fmt.Fprintf(os.Stderr, "agentd wait: still busy after %s\n", *timeout)
+		}
 		return exitError{124}
 	}
 	if err != nil {
 		return err
 	}
-	if err := printJSON(st); err != nil {
+	if err := show(); err != nil {
 		return err
 	}
 	return outcomeExit(st.Last)
@@ -294,15 +329,17 @@ func outcomeExit(last *core.LastRun) error {
 
 var abortHelp = help{
 	usage:   "abort [flags] SESSION",
-	about:   "Aborts the session's active run: it ends interrupted/aborted, its tools stopped. Prints true when there was a run to abort.",
+	about:   "Aborts the session's active run: it ends interrupted/aborted, its tools stopped. An idle session has nothing to abort: that is said, with exit 3.",
 	minArgs: 1, maxArgs: 1,
-	examples: []string{"agentd abort ses_01J…"},
+	examples: []string{"agentd abort ses_01J…", "agentd abort --json ses_01J…   # the server's answer: true or false"},
 	env:      clientEnv,
+	exits:    []string{"0  the active run was aborted", "1  the session does not exist (or another error)", "3  the session was idle: nothing to abort"},
 }
 
 func cmdAbort(ctx context.Context, args []string) error {
 	fs := newFlags("abort")
 	url := fs.String("url", defaultURL(), "server URL")
+	asJSON := fs.Bool("json", false, "print the server's answer as JSON (true: a run was aborted)")
 	pos, err := parse(fs, abortHelp, args)
 	if err != nil {
 		return err
@@ -311,7 +348,17 @@ func cmdAbort(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println(ok)
+	switch {
+	case *asJSON:
+		fmt.Println(ok)
+	case ok:
+		fmt.Printf("%s: its run was aborted\n", pos[0])
+	default:
+		fmt.Fprintf(os.Stderr, "agentd abort: %s is idle: there is no run to abort\n", pos[0])
+	}
+	if !ok {
+		return exitError{3}
+	}
 	return nil
 }
 

@@ -19,7 +19,8 @@ var configHelp = help{
 	about: `check reads the configuration serve and run would read (the user's agentd.json, the
 working directory's, then --config) and reports every problem with its file, line and
 column: unknown keys (with the nearest known one), wrong types, JSON syntax, unset
-{env:VAR} references, models and rules that do not resolve. print writes the merged
+{env:VAR} references, models and rules that do not resolve; a provider that needs an
+API key and has none is a warning (a key stored with PUT /auth/:id supplies it). print writes the merged
 result as JSON, secrets hidden.`,
 	minArgs: 1, maxArgs: 1,
 	examples: []string{
@@ -75,8 +76,18 @@ func checkConfig(w io.Writer, setup app.Setup) error {
 	for _, f := range loaded.Used {
 		fmt.Fprintf(w, "read %s\n", f)
 	}
+	// A provider without a key is a warning, not an error: a key stored
+	// with PUT /auth/:id (which this check cannot see) supplies it.
+	keys := loaded.File.KeyProblems()
+	for _, p := range keys {
+		fmt.Fprintf(w, "warning: %s\n", p)
+	}
 	def := cfg.Engine.DefaultModel
-	fmt.Fprintf(w, "ok: model %s/%s; providers %s\n", def.ProviderID, def.ModelID, strings.Join(cfg.Models.Providers(), ", "))
+	ok := "ok"
+	if n := len(keys) + len(loaded.Warnings); n > 0 {
+		ok = fmt.Sprintf("ok, with %d warning(s) above", n)
+	}
+	fmt.Fprintf(w, "%s: model %s/%s; providers %s\n", ok, def.ProviderID, def.ModelID, strings.Join(cfg.Models.Providers(), ", "))
 	return nil
 }
 

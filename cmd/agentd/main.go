@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/agentd/agentd/internal/suggest"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -85,8 +87,7 @@ func run(args []string) int {
 			}
 		}
 		if !found {
-			fmt.Fprintf(os.Stderr, "agentd: unknown command %q\n\n", name)
-			usage(os.Stderr)
+			unknownCommand(name)
 			return 2
 		}
 	}
@@ -94,11 +95,30 @@ func run(args []string) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "agentd: interrupted")
+		return 130
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentd:", explain(err))
 		return 1
 	}
 	return 0
+}
+
+// unknownCommand refuses a command name, suggesting the closest one.
+func unknownCommand(name string) {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	fmt.Fprintf(os.Stderr, "agentd: unknown command %q", name)
+	if c := suggest.Nearest(name, names); c != "" {
+		fmt.Fprintf(os.Stderr, "; did you mean \"agentd %s\"?\n", c)
+		return
+	}
+	fmt.Fprint(os.Stderr, "\n\n")
+	usage(os.Stderr)
 }
 
 func usage(w io.Writer) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -31,8 +30,9 @@ asks you (once / always / reject). Ctrl-C aborts the run.
 
 Without --url it starts an embedded server on the same database and configuration as
 "agentd serve" (agentd.json, provider keys in the environment, --config), so
---continue picks up where the last run in this directory left off. With --url it
-talks to a running server, whose configuration decides.`,
+--continue picks up where the last run in this directory left off. When an "agentd
+serve" holds that database, run sends the prompt to it (and says so on stderr). With
+--url it talks to a running server, whose configuration decides.`,
 	minArgs: 1, maxArgs: -1,
 	examples: []string{
 		`agentd run "reply:hello"                     # the offline scripted model`,
@@ -130,11 +130,19 @@ func cmdRun(ctx context.Context, stopSignals context.CancelFunc, args []string) 
 	base := o.url
 	if base == "" {
 		a, err := startEmbedded(ctx, setup, o)
-		if err != nil {
+		var held *lockfile.HeldError
+		switch {
+		case errors.As(err, &held) && held.URL() != "":
+			// A server holds the database: it answers instead, with
+			// its own configuration.
+			base = held.URL()
+			fmt.Fprintf(os.Stderr, "agentd run: using the server at %s (it holds %s)\n", base, held.Path)
+		case err != nil:
 			return err
+		default:
+			defer a.Stop(context.Background())
+			base = a.URL()
 		}
-		defer a.Stop(context.Background())
-		base = a.URL()
 	}
 	c := newClient(base)
 	// Detached from the signal context: the first Ctrl-C aborts the run,
@@ -172,13 +180,13 @@ func startEmbedded(ctx context.Context, setup app.Setup, o runFlags) (*app.App, 
 	if m := o.model; m != "" {
 		ref, _ := config.ParseModel(m)
 		if _, _, err := cfg.Models.Resolve(ref); err != nil {
-			return nil, fmt.Errorf("--model %s: %w (providers: %s; set OPENAI_API_KEY or ANTHROPIC_API_KEY, or configure one in agentd.json)",
-				m, err, strings.Join(cfg.Models.Providers(), ", "))
+			return nil, fmt.Errorf("--model %s: %w", m, err)
 		}
 	}
 	a, err := app.Start(context.WithoutCancel(ctx), cfg)
-	if errors.Is(err, lockfile.ErrHeld) {
-		return nil, fmt.Errorf("%w\nA server is using this database: send the prompt to it with --url (or AGENTD_URL), or give this run its own --db", err)
+	var held *lockfile.HeldError
+	if errors.As(err, &held) && held.URL() == "" {
+		return nil, fmt.Errorf("%w\nA process that serves no URL yet holds this database: wait for it, send the prompt to a server with --url (or AGENTD_URL), or give this run its own --db", err)
 	}
 	return a, err
 }
@@ -281,6 +289,7 @@ func follow(ctx, work context.Context, stopSignals context.CancelFunc, c *client
 	}
 	out.setRun(runID)
 	asker := &asker{c: c, out: out, yes: o.yes, interactive: isTerminal(os.Stdin) && isTerminal(os.Stderr)}
+	defer asker.close()
 	aborted, unanswered := false, false
 	abort := func(why string) error {
 		if aborted {
@@ -380,32 +389,31 @@ type asker struct {
 	out         *printer
 	yes         bool
 	interactive bool
-	lines       <-chan string
+	in          *stdinReader
 }
 
 // readLine reads one line of the user's answer; ok is false at the end of
 // input.
 func (a *asker) readLine(ctx context.Context) (string, bool) {
-	if a.lines == nil {
-		ch := make(chan string)
-		a.lines = ch
-		// Blocked reads of the terminal cannot be cancelled; the goroutine
-		// ends with the process.
-		go func() {
-			sc := bufio.NewScanner(os.Stdin)
-			for sc.Scan() {
-				ch <- sc.Text()
-			}
-			close(ch)
-		}()
+	return a.input().read(ctx, a.out.over, false)
+}
+
+// readKey reads one key of the user's answer, without waiting for Enter.
+func (a *asker) readKey(ctx context.Context) (string, bool) {
+	return a.input().read(ctx, a.out.over, true)
+}
+
+func (a *asker) input() *stdinReader {
+	if a.in == nil {
+		a.in = newStdinReader(os.Stdin)
 	}
-	select {
-	case l, ok := <-a.lines:
-		return strings.TrimSpace(l), ok
-	case <-a.out.over:
-		return "", false
-	case <-ctx.Done():
-		return "", false
+	return a.in
+}
+
+// close puts the terminal back as it was, should a key read be pending.
+func (a *asker) close() {
+	if a.in != nil {
+		a.in.restore()
 	}
 }
 
@@ -429,7 +437,10 @@ func (a *asker) answer(ctx context.Context, req core.PermissionRequest) (bool, e
 			fmt.Fprintf(os.Stderr, "  always would allow, for this session: %s\n", strings.Join(req.Always, ", "))
 		}
 		fmt.Fprint(os.Stderr, "  [o]nce, [a]lways, [r]eject: ")
-		line, ok := a.readLine(ctx)
+		line, ok := a.readKey(ctx)
+		if ok {
+			fmt.Fprintln(os.Stderr, line) // the key, as the terminal no longer echoes it
+		}
 		if !ok {
 			fmt.Fprintln(os.Stderr)
 			if a.runOver() {

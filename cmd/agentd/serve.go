@@ -174,10 +174,15 @@ func cmdServe(ctx context.Context, args []string) error {
 		log.Info("model", "default", def.ProviderID+"/"+def.ModelID, "providers", strings.Join(cfg.Models.Providers(), ", "))
 	}
 	<-ctx.Done()
-	log.Info("shutting down")
+	log.Info("shutting down: new requests are refused, running runs stop at their next safe point")
+	stopping := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	return a.Stop(sctx)
+	if err := a.Stop(sctx); err != nil {
+		return err
+	}
+	log.Info("stopped", "took", time.Since(stopping).Round(time.Millisecond))
+	return nil
 }
 
 // newLogger is the server's logger: text (logfmt) or JSON lines, at a

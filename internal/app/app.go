@@ -206,6 +206,16 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	skills := &skill.Catalog{Global: skillDirs(cfg), Logger: cfg.Logger}
 	tools.Add(skill.Tool{Catalog: skills})
 
+	ln, err := listen(cfg)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			ln.Close()
+		}
+	}()
 	db, lock, node, err := openStore(ctx, &cfg)
 	if err != nil {
 		return nil, err
@@ -214,6 +224,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// full disk is logged once when it starts and once when it ends.
 	st := store.Watch(db, cfg.Logger.With("component", "store"))
 	met := metrics.New()
+	met.BuildInfo(cfg.Version)
 	st.ObserveTx(met.StoreTx)
 	if b, ok := db.(interface{ SetBatchObserver(func(int)) }); ok {
 		b.SetBatchObserver(met.CommitBatch)
@@ -319,18 +330,11 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed, Cluster: clusterOf(db)},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
-		Unhealthy: st.Lost, Terminals: terminalService(terms), CommandHook: commandHook(plugins),
+		Unhealthy: st.Lost, Terminals: terminalService(terms), CommandHook: commandHook(plugins), ObserveRequest: met.Request,
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks), Keys: keys,
 	})
 	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms), hooks, keys)
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		terms.Stop()
-		hooks.Stop()
-		eng.Stop()
-		release()
-		return nil, fmt.Errorf("listen: %w", err)
-	}
+	met.InitRoutes(api.Routes())
 	nofile := raiseFileLimit()
 	if n := connLimit(cfg.MaxConns, nofile); n != cfg.MaxConns {
 		if cfg.MaxConns > 0 {
@@ -369,6 +373,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		defer a.wg.Done()
 		a.prune()
 	}()
+	started = true
 	return a, nil
 }
 

@@ -69,6 +69,8 @@ func (k *keyed) raw(method, path, token string, body string) (int, []byte) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// One request id for all, so that error bodies compare equal.
+	req.Header.Set("X-Request-Id", "keys-test")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	} else {

@@ -535,6 +535,7 @@ func (f File) Build() (*llm.Registry, core.ModelRef, error) { return f.BuildWith
 func (f File) BuildWith(keys func(providerID string) string) (*llm.Registry, core.ModelRef, error) {
 	reg := llm.NewRegistry()
 	reg.Add(scripted.ProviderID, &scripted.Model{}, nil)
+	f.unconfigured(reg)
 	for id, p := range f.Providers() {
 		prov, err := p.provider(id, keys)
 		if err != nil {
@@ -583,7 +584,7 @@ func (p Provider) provider(id string, keys func(string) string) (llm.Provider, e
 	}
 	conn := Conn{BaseURL: p.Options.BaseURL, APIKey: key, Headers: p.Options.Headers, Timeout: timeout}
 	if key == "" && keys != nil {
-		return &keyed{id: id, keys: keys, build: func(key string) llm.Provider {
+		return &keyed{id: id, keys: keys, missing: p.MissingKey(id), build: func(key string) llm.Provider {
 			c := conn
 			c.APIKey = key
 			return kind.New(c)

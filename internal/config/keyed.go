@@ -15,6 +15,9 @@ type keyed struct {
 	id    string
 	keys  func(providerID string) string
 	build func(key string) llm.Provider
+	// missing is how to give the provider a key when it needs one
+	// (Provider.MissingKey); "" when it can go without.
+	missing string
 
 	mu  sync.Mutex
 	key string
@@ -24,6 +27,11 @@ type keyed struct {
 // Stream implements llm.Provider.
 func (k *keyed) Stream(ctx context.Context, req llm.Request, emit func(llm.Event) error) error {
 	key := k.keys(k.id)
+	if key == "" && k.missing != "" {
+		// Sent without one, the provider's answer (a 401) would not say
+		// where the key goes.
+		return &llm.APIError{Message: k.missing, Auth: true}
+	}
 	k.mu.Lock()
 	if k.p == nil || key != k.key {
 		k.p, k.key = k.build(key), key

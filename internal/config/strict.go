@@ -9,9 +9,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentd/agentd/internal/mcp"
+	"github.com/agentd/agentd/internal/suggest"
 )
 
 // Problem is one thing wrong (or only ignored) in a configuration file,
@@ -265,45 +265,6 @@ func unknown(key string, t reflect.Type) string {
 	return fmt.Sprintf("unknown key %q (known here: %s)", key, strings.Join(known, ", "))
 }
 
-// Nearest returns the candidate closest to s in edits (case ignored, a
-// swap of neighbours one edit), or "" when none is close enough to be
-// what was meant.
-func Nearest(s string, candidates []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		if d := distance(strings.ToLower(s), strings.ToLower(c)); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := max(1, min(3, utf8.RuneCountInString(s)/3))
-	if bestD > limit {
-		return ""
-	}
-	return best
-}
-
-// distance is the optimal string alignment distance of a and b.
-func distance(a, b string) int {
-	x, y := []rune(a), []rune(b)
-	d := make([][]int, len(x)+1)
-	for i := range d {
-		d[i] = make([]int, len(y)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(x); i++ {
-		for j := 1; j <= len(y); j++ {
-			cost := 1
-			if x[i-1] == y[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(x)][len(y)]
-}
+// Nearest returns the candidate closest to s in edits, or "" when none is
+// close enough to be what was meant (suggest.Nearest).
+func Nearest(s string, candidates []string) string { return suggest.Nearest(s, candidates) }

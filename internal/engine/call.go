@@ -67,7 +67,7 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 			return outcome{state: core.RunFailed, reason: core.ReasonProviderError, err: cerr}, true
 		}
 		delay := backoff(e.cfg.Retry, attempt, apiErr.RetryAfter)
-		if attempt >= e.cfg.Retry.MaxAttempts || time.Since(first)+delay > e.cfg.Retry.MaxElapsed {
+		if e.retriesExhausted(apiErr, attempt, time.Since(first)+delay) {
 			_ = r.endStep(ctx, cerr)
 			return outcome{state: core.RunFailed, reason: core.ReasonRetriesExhausted, err: cerr}, true
 		}
@@ -86,6 +86,16 @@ func (r *runner) callWithRetry(ctx context.Context, p llm.Provider, req llm.Requ
 			return outcome{}, true
 		}
 	}
+}
+
+// retriesExhausted reports whether another try, started after elapsed,
+// is past the budget: the engine's (attempts, time) or the error's own
+// (a refused connection gets a few quick tries only).
+func (e *Engine) retriesExhausted(apiErr *llm.APIError, attempt int, elapsed time.Duration) bool {
+	if apiErr.MaxAttempts > 0 && attempt >= apiErr.MaxAttempts {
+		return true
+	}
+	return attempt >= e.cfg.Retry.MaxAttempts || elapsed > e.cfg.Retry.MaxElapsed
 }
 
 // apiError converts a provider error into opencode's error shape.

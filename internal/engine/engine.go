@@ -342,7 +342,12 @@ func (e *Engine) Stop() {
 		for _, ls := range e.leases {
 			held = append(held, *ls.lease)
 		}
+		running := make([]string, 0, len(e.handles))
+		for id := range e.handles {
+			running = append(running, id)
+		}
 		e.mu.Unlock()
+		defer e.logStopped(running, time.Now())
 		cancel(errShutdown)
 		done := make(chan struct{})
 		go func() { e.wg.Wait(); e.titles.Stop(); close(done) }()

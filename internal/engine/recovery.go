@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/pause"
@@ -19,6 +22,7 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	var sessions []string
 	var cut, queued []core.Run
+	byAction := map[string][]string{} // what became of each run, for the log
 	for _, run := range runs {
 		first := !seen[run.SessionID]
 		if first {
@@ -56,14 +60,19 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, a := range actions {
+		for i, a := range actions {
 			e.cfg.Metrics.Recovered(a)
+			byAction[a] = append(byAction[a], chunk[i].ID)
 		}
 		e.ended(ends)
 	}
-	for range len(runs) - len(cut) {
-		e.cfg.Metrics.Recovered("queued")
+	for _, run := range runs {
+		if run.State == core.RunQueued {
+			e.cfg.Metrics.Recovered("queued")
+			byAction["queued"] = append(byAction["queued"], run.ID)
+		}
 	}
+	e.logRecovered(byAction)
 	return sessions, nil
 }
 
@@ -74,6 +83,30 @@ func (e *Engine) Resume(ctx context.Context, sessionID string) error {
 	}
 	e.kick(sessionID)
 	return nil
+}
+
+// logRecovered says in one line what start-up did with the runs the
+// previous process left: how many of each fate, and their ids (the first
+// twenty of each).
+func (e *Engine) logRecovered(byAction map[string][]string) {
+	if len(byAction) == 0 {
+		return
+	}
+	actions := make([]string, 0, len(byAction))
+	for a := range byAction {
+		actions = append(actions, a)
+	}
+	sort.Strings(actions)
+	var attrs []any
+	for _, a := range actions {
+		ids := byAction[a]
+		shown := strings.Join(ids[:min(len(ids), 20)], ",")
+		if len(ids) > 20 {
+			shown += ",…"
+		}
+		attrs = append(attrs, a, len(ids), a+"_runs", shown)
+	}
+	e.log.Info("runs left by the previous process", attrs...)
 }
 
 // repair closes what a crash left open in one run's transcript and decides
@@ -245,4 +278,21 @@ func closeCutPart(w *writer, p core.Part, toolErr string, now int64) {
 		p.Time.End = now
 		w.part(p)
 	}
+}
+
+// logStopped says what Stop did with the runs that were executing: left
+// non-terminal for the next start to resume (or, with leases, released to
+// the other nodes), and how long stopping them took.
+func (e *Engine) logStopped(running []string, since time.Time) {
+	took := time.Since(since).Round(time.Millisecond)
+	if len(running) == 0 {
+		e.log.Info("engine stopped: no run was executing", "took", took)
+		return
+	}
+	sort.Strings(running)
+	next := "the next start resumes them"
+	if e.cfg.Leaser != nil {
+		next = "their leases are released: another node takes them up"
+	}
+	e.log.Info("engine stopped: runs handed off", "count", len(running), "runs", strings.Join(running, ","), "next", next, "took", took)
 }

@@ -3,9 +3,13 @@ package llm
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -90,8 +94,40 @@ func FromTransport(err error) error {
 	if errors.As(err, &ae) {
 		return err
 	}
-	// Refused or reset connections, timeouts and streams that break or
-	// garble are all worth another try; the engine decides how a retry
-	// after visible output is shown.
+	if e := unreachable(err); e != nil {
+		return e
+	}
+	// Reset connections, timeouts and streams that break or garble are
+	// worth another try; the engine decides how a retry after visible
+	// output is shown.
 	return &APIError{Message: err.Error(), Retryable: true}
+}
+
+// RefusedAttempts bounds the tries of a call whose connection is refused:
+// a local model server that is starting gets a second and a third chance
+// a second apart; one that is not running is said within seconds, not
+// retried like a 503 for a minute.
+const RefusedAttempts = 3
+
+// unreachable classifies a provider address that no one answers at: a
+// host name that does not exist fails at once (another try cannot fix a
+// typo in baseURL), a refused connection after RefusedAttempts quick
+// tries. The message is one line that names the address and the fix.
+func unreachable(err error) *APIError {
+	where := "the provider"
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			where = u.Scheme + "://" + u.Host
+		}
+	}
+	var de *net.DNSError
+	switch {
+	case errors.As(err, &de) && de.IsNotFound:
+		return &APIError{Message: fmt.Sprintf("cannot reach %s: no such host %q; check the provider's options.baseURL", where, de.Name)}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &APIError{Message: fmt.Sprintf("cannot reach %s: connection refused; is the model server running? check the provider's options.baseURL", where),
+			Retryable: true, RetryAfter: time.Second, MaxAttempts: RefusedAttempts}
+	}
+	return nil
 }

@@ -169,6 +169,9 @@ type APIError struct {
 	// ContextOverflow marks a request the model refused because it does
 	// not fit its context window.
 	ContextOverflow bool
+	// MaxAttempts, when above 0, bounds the tries of a call failing this
+	// way below the engine's own policy (a refused connection).
+	MaxAttempts int
 }
 
 func (e *APIError) Error() string {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/suggest"
 )
 
 // Model is what agentd knows of one model beyond how to reach it.
@@ -45,6 +46,9 @@ func (p *Price) Cost(u Usage) float64 {
 type Registry struct {
 	mu        sync.RWMutex
 	providers map[string]registered
+	// unconfigured maps the providers agentd knows but that are not
+	// enabled to what enables them.
+	unconfigured map[string]string
 }
 
 type registered struct {
@@ -62,6 +66,7 @@ func NewRegistry() *Registry { return &Registry{providers: make(map[string]regis
 func (r *Registry) Add(providerID string, p Provider, models map[string]Model) {
 	r.mu.Lock()
 	r.providers[providerID] = registered{p: p, models: models}
+	delete(r.unconfigured, providerID)
 	r.mu.Unlock()
 }
 
@@ -72,13 +77,26 @@ func (r *Registry) Resolve(ref core.ModelRef) (Provider, Model, error) {
 	defer r.mu.RUnlock()
 	reg, ok := r.providers[ref.ProviderID]
 	if !ok {
-		return nil, Model{}, fmt.Errorf("unknown provider %q", ref.ProviderID)
+		if fix, ok := r.unconfigured[ref.ProviderID]; ok {
+			return nil, Model{}, fmt.Errorf("provider %q is not configured: %s", ref.ProviderID, fix)
+		}
+		known := r.providerIDs()
+		for id := range r.unconfigured {
+			known = append(known, id)
+		}
+		sort.Strings(known)
+		return nil, Model{}, fmt.Errorf("unknown provider %q (%s)", ref.ProviderID, suggest.Hint(ref.ProviderID, known, 0))
 	}
 	var m Model
 	if reg.models == nil {
 		m = Model{Name: ref.ModelID}
 	} else if m, ok = reg.models[ref.ModelID]; !ok {
-		return nil, Model{}, fmt.Errorf("provider %q has no model %q", ref.ProviderID, ref.ModelID)
+		known := make([]string, 0, len(reg.models))
+		for id := range reg.models {
+			known = append(known, id)
+		}
+		sort.Strings(known)
+		return nil, Model{}, fmt.Errorf("provider %q has no model %q (%s)", ref.ProviderID, ref.ModelID, suggest.Hint(ref.ModelID, known, 20))
 	}
 	if m.Name == "" {
 		m.Name = ref.ModelID
@@ -97,10 +115,26 @@ func (r *Registry) Resolve(ref core.ModelRef) (Provider, Model, error) {
 	return reg.p, m, nil
 }
 
+// Unconfigured records a provider agentd could speak to but that is not
+// enabled, with the sentence that says how to enable it: a model that
+// names it is refused with that sentence.
+func (r *Registry) Unconfigured(providerID, fix string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unconfigured == nil {
+		r.unconfigured = map[string]string{}
+	}
+	r.unconfigured[providerID] = fix
+}
+
 // Providers lists the registered provider ids.
 func (r *Registry) Providers() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.providerIDs()
+}
+
+func (r *Registry) providerIDs() []string {
 	var out []string
 	for id := range r.providers {
 		out = append(out, id)

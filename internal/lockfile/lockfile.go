@@ -23,6 +23,31 @@ import (
 // ErrHeld is wrapped by Acquire when another process holds the lock.
 var ErrHeld = errors.New("held by another process")
 
+// HeldError is Acquire's error when another process holds the lock: it
+// wraps ErrHeld and says who holds it.
+type HeldError struct {
+	// Path is the database's real path.
+	Path string
+	// Who is the holder's description: "agentd pid N serving URL".
+	Who string
+}
+
+// Error names the database and its holder.
+func (e *HeldError) Error() string { return fmt.Sprintf("%s: %v: %s", e.Path, ErrHeld, e.Who) }
+
+// Unwrap makes errors.Is(err, ErrHeld) hold.
+func (e *HeldError) Unwrap() error { return ErrHeld }
+
+// URL is the address the holder serves, or "" when it named none (it is
+// starting, or it is not a server).
+func (e *HeldError) URL() string {
+	_, addr, ok := strings.Cut(e.Who, " serving ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(addr)
+}
+
 // ErrReplaced is wrapped by Check when the locked file is no longer the
 // one at its path.
 var ErrReplaced = errors.New("database file was deleted or replaced")
@@ -58,6 +83,7 @@ func Acquire(dbPath string) (*Lock, error) {
 	}
 	descPath := real + ".lock"
 	deadline := time.Now().Add(reaperWait)
+	var blankUntil time.Time // while a blank description may be a release
 	for {
 		err := syscall.Flock(int(db.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -73,11 +99,20 @@ func Acquire(dbPath string) (*Lock, error) {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
+		if who == "" && blankUntil.IsZero() {
+			blankUntil = time.Now().Add(100 * time.Millisecond)
+		}
+		if who == "" && time.Now().Before(blankUntil) {
+			// Release empties the description before it unlocks: a
+			// holder letting go is seen blank for a moment.
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
 		db.Close()
 		if who == "" {
 			who = "another process (through another path to this file)"
 		}
-		return nil, fmt.Errorf("%s: %w: %s", real, ErrHeld, who)
+		return nil, &HeldError{Path: real, Who: who}
 	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(db.Fd()), &st); err != nil {

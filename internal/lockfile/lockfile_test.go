@@ -2,6 +2,7 @@ package lockfile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,10 @@ func TestSecondHolderRefused(t *testing.T) {
 	_, err = Acquire(path)
 	if !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) || !strings.Contains(err.Error(), "127.0.0.1:4096") {
 		t.Fatalf("second acquire: %v", err)
+	}
+	var held *HeldError
+	if !errors.As(fmt.Errorf("open: %w", err), &held) || held.URL() != "http://127.0.0.1:4096" {
+		t.Errorf("the holder's URL from %v: %+v", err, held)
 	}
 	l.Release()
 	l.Release()

@@ -16,6 +16,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
@@ -43,6 +44,8 @@ type Metrics struct {
 	toolDuration  *prometheus.HistogramVec
 	storeTx       *prometheus.HistogramVec
 	commitBatch   prometheus.Histogram
+	http          httpMetrics
+	buildInfo     sync.Once
 }
 
 // New returns metrics registered in a registry of their own (with the Go
@@ -94,6 +97,7 @@ func New() *Metrics {
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}})
 	reg.MustRegister(m.runsStarted, m.runsEnded, m.runDuration, m.runSteps, m.recovered,
 		m.modelCalls, m.modelDuration, m.retries, m.tokens, m.cost, m.toolCalls, m.toolDuration, m.storeTx, m.commitBatch)
+	m.http = newHTTPMetrics(reg)
 	return m
 }
 

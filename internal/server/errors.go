@@ -74,7 +74,12 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		writeJSON(w, e.status, e.body)
 		return
 	}
-	writeJSON(w, e.status, core.NewError(e.name, e.msg))
+	ce := core.NewError(e.name, e.msg)
+	if id := w.Header().Get(requestIDHeader); id != "" {
+		// The id a report of this error can quote, to find its log line.
+		ce.Data.Extra = map[string]any{"httpRequestID": id}
+	}
+	writeJSON(w, e.status, ce)
 }
 
 // decodeJSON reads a JSON request body into v. An empty body is allowed

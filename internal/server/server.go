@@ -75,8 +75,11 @@ type Config struct {
 	Metrics http.Handler
 	// Tracer, when set, records a span per request (see traced).
 	Tracer trace.Tracer
-	// AccessLog logs every request at info (see accessLog).
+	// AccessLog logs every request at info (see observe).
 	AccessLog bool
+	// ObserveRequest, when set, is told of every answered request: its
+	// method, route pattern, status and duration (the request metrics).
+	ObserveRequest func(method, route string, status int, d time.Duration)
 	// Unhealthy, when set, says why the node cannot serve as it should
 	// (nil while it can); GET /global/health reports it.
 	Unhealthy func() error
@@ -300,6 +303,7 @@ func (s *Server) dispatch(rts []route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for i, rt := range rts {
 			if r.Method == rt.method || (r.Method == http.MethodHead && rt.method == http.MethodGet) {
+				setRoute(r, rt.pattern)
 				if !longRoute(rt) {
 					// A client that stops reading cannot hold a handler.
 					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
@@ -313,6 +317,7 @@ func (s *Server) dispatch(rts []route) http.Handler {
 				return
 			}
 		}
+		setRoute(r, rts[0].pattern)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		writeError(w, &apiError{status: http.StatusMethodNotAllowed, name: "MethodNotAllowedError", msg: r.Method + " is not allowed on " + r.URL.Path})
 	})
@@ -337,10 +342,7 @@ func (s *Server) Handler() http.Handler {
 	h = s.cfg.Security.middleware(h, s.consumeTicket, s.cfg.Keys)
 	h = cleanPaths(h)
 	h = s.recoverPanics(h)
-	if s.cfg.AccessLog {
-		h = s.accessLog(h)
-	}
-	return h
+	return s.observe(h)
 }
 
 // readBody reads a request's body, bounded in size and in time, before the

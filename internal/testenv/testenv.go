@@ -132,7 +132,7 @@ func Announce() {
 			return
 		}
 		defer out.Close()
-		fmt.Fprint(out, line)
+		tell(out, os.Getppid(), line)
 	})
 }
 
