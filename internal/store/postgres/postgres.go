@@ -197,8 +197,8 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 		}
 		version = n
 	}
-	if version > len(names) {
-		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
+	if newest := lastMigration(names); version > newest {
+		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, newest)
 	}
 	return nil
 }
@@ -421,4 +421,16 @@ var dialect = &sqlstore.Dialect{
 		err := q.QueryRowContext(ctx, `SELECT seq FROM event_head`).Scan(&seq)
 		return seq, err
 	},
+}
+
+// lastMigration is the highest migration number: numbers are reserved
+// per branch of development, so the files may have gaps.
+func lastMigration(names []string) int {
+	last := 0
+	for _, name := range names {
+		if n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0]); err == nil && n > last {
+			last = n
+		}
+	}
+	return last
 }

@@ -232,8 +232,8 @@ func migrate(ctx context.Context, db *sql.DB) (wrote bool, err error) {
 		return false, err
 	}
 	sort.Strings(names)
-	if len(names) > 0 && version > len(names) {
-		return false, fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, len(names))
+	if newest := lastMigration(names); len(names) > 0 && version > newest {
+		return false, fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, newest)
 	}
 	// The pending migrations go in one transaction: a new database costs
 	// one commit (its fsync is milliseconds of a cold start) rather than one per
@@ -574,4 +574,16 @@ var dialect = &sqlstore.Dialect{
 		}
 		return seq.Int64, err
 	},
+}
+
+// lastMigration is the highest migration number: numbers are reserved
+// per branch of development, so the files may have gaps.
+func lastMigration(names []string) int {
+	last := 0
+	for _, name := range names {
+		if n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0]); err == nil && n > last {
+			last = n
+		}
+	}
+	return last
 }

@@ -55,6 +55,8 @@ func Exercise(t *testing.T, open Opener) {
 		"RetireMessage":         testRetireMessage,
 		"RetirePart":            testRetirePart,
 		"KeepPart":              testKeepPart,
+		"Schedules":             testSchedules,
+		"ScheduleClaimRace":     testScheduleClaimRace,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
