@@ -5,8 +5,6 @@ package app
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +30,7 @@ import (
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/sandbox"
+	"github.com/agentd/agentd/internal/schedule"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/snapshot"
@@ -126,6 +125,8 @@ type Config struct {
 	Sandbox     sandbox.Config
 	ConfigFiles []string
 	Terminals   Terminals // terminals for clients (agentd.terminal), off unless Enabled
+	// Schedules tunes the scheduler (tests give it their clock).
+	Schedules schedule.Config
 }
 
 // App is a running agentd node.
@@ -143,6 +144,7 @@ type App struct {
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
 	terms   *terminals
+	sched   *schedule.Scheduler
 	http    *http.Server
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -283,13 +285,14 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.Catalog = &c
 	}
 	terms := startTerminals(ctx, cfg, sb, hub)
+	sched := schedule.New(st, eng, cfg.Schedules, cfg.Logger, cfg.Version)
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
-		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)},
+		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Schedules: sched,
 	})
 	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms))
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
@@ -307,7 +310,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, sched: sched}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -317,6 +320,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		BaseContext:       func(net.Listener) context.Context { return a.baseCtx },
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
+	// Ticks fire once the node serves; the scheduler stops before the
+	// engine does.
+	_ = sched.Start(a.baseCtx)
 	a.wg.Add(3)
 	go func() {
 		defer a.wg.Done()
@@ -337,60 +343,6 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		a.prune()
 	}()
 	return a, nil
-}
-
-// toolScope names a database for the tools' process markers: a short hash
-// of its absolute path, or of a shared database's URL and this node's
-// address (nodes on one machine must not sweep each other's tools).
-func toolScope(dbPath string, n nodeDesc) string {
-	abs := dbPath
-	if n.kind == "postgres" {
-		abs += "#" + n.addr
-	} else if a, err := filepath.Abs(dbPath); err == nil {
-		abs = a
-	}
-	sum := sha256.Sum256([]byte(abs))
-	return hex.EncodeToString(sum[:6])
-}
-
-// outputDir is the private folder (0700) where a node keeps the whole
-// output of tool calls cut for the model: beside a SQLite database, in the
-// user's cache directory for a shared one (each node its own).
-func outputDir(dbPath string, n nodeDesc) (string, error) {
-	dir := dbPath + ".tool-output"
-	if n.kind == "postgres" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, "agentd", "tool-output", toolScope(dbPath, n))
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("create the tool output folder: %w", err)
-	}
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return "", fmt.Errorf("tool output folder: %w", err)
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("tool output folder %s is not a directory", dir)
-	}
-	if st.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", fmt.Errorf("tool output folder: %w", err)
-		}
-	}
-	return dir, nil
-}
-
-// snapshotDir is where the snapshot stores live by default: beside a
-// SQLite database (its one process), under the user's data directory for
-// a shared database, so that the nodes of one machine share them.
-func snapshotDir(dbPath string, n nodeDesc) string {
-	if n.kind == "postgres" {
-		return snapshot.DefaultDir()
-	}
-	return dbPath + ".snapshot"
 }
 
 // nodeDesc is what the app knows of its node once the store is open.
@@ -526,6 +478,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.http.SetKeepAlivesEnabled(false)
 		a.cancel()
 		a.terms.Stop() // its websockets are hijacked connections, which Shutdown does not wait for
+		a.sched.Stop()
 		a.Engine.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

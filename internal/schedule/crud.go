@@ -22,9 +22,9 @@ func (e *InputError) Error() string { return e.Err.Error() }
 // Unwrap returns the reason.
 func (e *InputError) Unwrap() error { return e.Err }
 
-// View is a schedule as the API shows it: its spec, its next tick and
+// Schedule is a schedule as the API shows it: its spec, its next tick and
 // its last one with the outcome of the run it started.
-type View struct {
+type Schedule struct {
 	ID string `json:"id"`
 	Spec
 	Time struct {
@@ -35,25 +35,25 @@ type View struct {
 	Next int64 `json:"next,omitempty"`
 	// Firing is true while a claimed tick is being sent.
 	Firing bool  `json:"firing,omitempty"`
-	Last   *Last `json:"last,omitempty"`
+	Last   *Tick `json:"last,omitempty"`
 }
 
 // Create checks and stores a new schedule; its first tick is the first
 // one after now. A schedule for an existing session must name one that
 // exists.
-func (s *Scheduler) Create(ctx context.Context, spec Spec) (View, error) {
+func (s *Scheduler) Create(ctx context.Context, spec Spec) (Schedule, error) {
 	if err := spec.Check(); err != nil {
-		return View{}, &InputError{err}
+		return Schedule{}, &InputError{err}
 	}
 	cad, _ := spec.clock()
 	now := s.cfg.Now().UnixMilli()
 	row := store.Schedule{ID: core.NewID(PrefixSchedule, false), Created: now, Next: cad.after(now, now)}
 	if row.Next == 0 {
-		return View{}, &InputError{errors.New("cron: the expression does not fire in the years ahead")}
+		return Schedule{}, &InputError{errors.New("cron: the expression does not fire in the years ahead")}
 	}
 	var err error
 	if row.Spec, err = json.Marshal(spec); err != nil {
-		return View{}, fmt.Errorf("encode schedule: %w", err)
+		return Schedule{}, fmt.Errorf("encode schedule: %w", err)
 	}
 	err = s.st.Tx(ctx, func(tx store.Tx) error {
 		if spec.SessionID != "" {
@@ -66,27 +66,27 @@ func (s *Scheduler) Create(ctx context.Context, spec Spec) (View, error) {
 		return tx.InsertSchedule(ctx, row)
 	})
 	if err != nil {
-		return View{}, err
+		return Schedule{}, err
 	}
 	return s.view(ctx, row)
 }
 
 // Get returns one schedule; store.ErrNotFound when there is none.
-func (s *Scheduler) Get(ctx context.Context, id string) (View, error) {
+func (s *Scheduler) Get(ctx context.Context, id string) (Schedule, error) {
 	row, err := s.st.Schedule(ctx, id)
 	if err != nil {
-		return View{}, err
+		return Schedule{}, err
 	}
 	return s.view(ctx, row)
 }
 
 // List returns every schedule, oldest first.
-func (s *Scheduler) List(ctx context.Context) ([]View, error) {
+func (s *Scheduler) List(ctx context.Context) ([]Schedule, error) {
 	rows, err := s.st.Schedules(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]View, 0, len(rows))
+	out := make([]Schedule, 0, len(rows))
 	for _, row := range rows {
 		v, err := s.view(ctx, row)
 		if err != nil {
@@ -105,8 +105,8 @@ func (s *Scheduler) Delete(ctx context.Context, id string) error {
 }
 
 // view reads the row for the API, with the last run's state.
-func (s *Scheduler) view(ctx context.Context, row store.Schedule) (View, error) {
-	v := View{ID: row.ID, Next: row.Next, Firing: row.Pending != nil}
+func (s *Scheduler) view(ctx context.Context, row store.Schedule) (Schedule, error) {
+	v := Schedule{ID: row.ID, Next: row.Next, Firing: row.Pending != nil}
 	v.Time.Created = row.Created
 	if err := json.Unmarshal(row.Spec, &v.Spec); err != nil {
 		return v, fmt.Errorf("decode schedule %s: %w", row.ID, err)
@@ -114,7 +114,7 @@ func (s *Scheduler) view(ctx context.Context, row store.Schedule) (View, error) 
 	if row.Last == nil {
 		return v, nil
 	}
-	v.Last = new(Last)
+	v.Last = new(Tick)
 	if err := json.Unmarshal(row.Last, v.Last); err != nil {
 		return v, fmt.Errorf("decode schedule %s: %w", row.ID, err)
 	}

@@ -210,9 +210,9 @@ func ignoreLost(err error) error {
 	return err
 }
 
-// Last is the record of a schedule's last tick: when it was due and
+// Tick is the record of a schedule's last tick: when it was due and
 // fired, what was sent where, and why nothing was when nothing was.
-type Last struct {
+type Tick struct {
 	// Tick is when the tick was due, Time when it was fired (epoch ms).
 	Tick int64 `json:"tick"`
 	Time int64 `json:"time"`
@@ -243,7 +243,7 @@ type RunOutcome struct {
 // node could not finish (it is stopping, the store failed) stays pending
 // for the next pass or another node.
 func (s *Scheduler) fire(ctx context.Context, id string, spec Spec, p pending, claim, now int64) (bool, error) {
-	last := Last{Tick: p.Tick, Time: now, Missed: p.Missed, SessionID: p.SessionID, MessageID: p.MessageID}
+	last := Tick{Tick: p.Tick, Time: now, Missed: p.Missed, SessionID: p.SessionID, MessageID: p.MessageID}
 	adm, err := s.send(ctx, spec, p)
 	switch {
 	case err == nil:

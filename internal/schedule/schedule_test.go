@@ -116,7 +116,7 @@ func (f *fixture) pass(t *testing.T) int {
 	return total
 }
 
-func (f *fixture) create(t *testing.T, spec Spec) View {
+func (f *fixture) create(t *testing.T, spec Spec) Schedule {
 	t.Helper()
 	v, err := f.nodes[0].Create(t.Context(), spec)
 	if err != nil {
@@ -125,7 +125,7 @@ func (f *fixture) create(t *testing.T, spec Spec) View {
 	return v
 }
 
-func (f *fixture) get(t *testing.T, id string) View {
+func (f *fixture) get(t *testing.T, id string) Schedule {
 	t.Helper()
 	v, err := f.nodes[0].Get(t.Context(), id)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/pty"
+	"github.com/agentd/agentd/internal/schedule"
 	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tuictl"
@@ -81,6 +82,8 @@ type Config struct {
 	// Terminals serves the /pty routes (nil: terminals are off, and
 	// those routes refuse with 403).
 	Terminals pty.Service
+	// Schedules serves the /schedule routes (nil: they answer 503).
+	Schedules *schedule.Scheduler
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind
@@ -223,6 +226,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	s.routes = append(s.routes, s.projectRoutes()...)
 	s.routes = append(s.routes, s.ptyRoutes()...)
 	s.routes = append(s.routes, s.restRoutes()...)
+	s.routes = append(s.routes, s.scheduleRoutes()...)
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}
 	var order []string

@@ -316,6 +316,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	// The terminal routes (pty.go).
 	want = append(want, "GET /pty", "POST /pty", "GET /pty/shells", "GET /pty/{ptyID}", "PUT /pty/{ptyID}",
 		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
+	// Schedules (schedules.go).
+	want = append(want, "POST /schedule", "GET /schedule", "GET /schedule/{id}", "DELETE /schedule/{id}")
 	sort.Strings(want)
 
 	if diff := cmp.Diff(want, ops); diff != "" {
