@@ -138,13 +138,14 @@ type App struct {
 	API    *server.Server
 	// Metrics are the node's metrics, served at /metrics.
 	Metrics *metrics.Metrics
+	// Schedules fires the schedules (POST /schedule) on this node.
+	Schedules *schedule.Scheduler
 
 	ln      net.Listener
 	lock    *lockfile.Lock
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
 	terms   *terminals
-	sched   *schedule.Scheduler
 	http    *http.Server
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -310,7 +311,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, sched: sched}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, Schedules: sched}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -478,7 +479,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.http.SetKeepAlivesEnabled(false)
 		a.cancel()
 		a.terms.Stop() // its websockets are hijacked connections, which Shutdown does not wait for
-		a.sched.Stop()
+		a.Schedules.Stop()
 		a.Engine.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
