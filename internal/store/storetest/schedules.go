@@ -86,6 +86,12 @@ func schedulesKept(t *testing.T, s store.Store) {
 	if got.Pending != nil || got.PendingExpires != 0 || string(got.Last) != `{"runID":"r"}` || got.Next != 200 {
 		t.Errorf("after finish: %+v", got)
 	}
+	scheduleDeleted(t, s)
+}
+
+// scheduleDeleted ends testSchedules: the list, then a delete.
+func scheduleDeleted(t *testing.T, s store.Store) {
+	tx := func(fn func(tx store.Tx) error) error { return s.Tx(ctx(t), fn) }
 	list, err := s.Schedules(ctx(t))
 	if err != nil || len(list) != 2 || list[0].ID != "sch_a" || list[1].ID != "sch_b" {
 		t.Errorf("list, oldest first: %+v %v", list, err)
