@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -42,8 +44,19 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) *apiErro
 	if e != nil {
 		return e
 	}
+	// agentd's own body is read strictly: a misspelt "timezone" must not
+	// quietly become UTC.
+	var raw json.RawMessage
+	if e := decodeJSON(r, &raw, false); e != nil {
+		return e
+	}
 	var spec schedule.Spec
-	if e := decodeJSON(r, &spec, false); e != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return badRequest("schedule: %v", err)
+	}
+	if e := s.scheduleAgent(spec.Agent); e != nil {
 		return e
 	}
 	if spec.NewSession {
@@ -128,4 +141,21 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) *apiErro
 	}
 	writeJSON(w, http.StatusOK, true)
 	return nil
+}
+
+// scheduleAgent refuses at once an agent a prompt could not name, rather
+// than at every tick.
+func (s *Server) scheduleAgent(name string) *apiError {
+	if name == "" {
+		return nil
+	}
+	for _, a := range s.cfg.Catalog.Agents {
+		if a.Name == name {
+			if a.Mode == "subagent" {
+				return badRequest("agent: %q is a subagent; it answers the task tool, not prompts", name)
+			}
+			return nil
+		}
+	}
+	return badRequest("agent: no agent %q (GET /agent lists them)", name)
 }
