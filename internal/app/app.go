@@ -290,7 +290,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
-		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed},
+		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed, Cluster: clusterOf(db)},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Schedules: sched,

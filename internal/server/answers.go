@@ -20,6 +20,9 @@ type nodeJSON struct {
 	// Sandbox says what confines the commands run for the model, as the
 	// start-up log does.
 	Sandbox string `json:"sandbox"`
+	// Cluster is every node connected to a shared database, this one
+	// included; absent on SQLite.
+	Cluster []ClusterNode `json:"cluster,omitempty"`
 }
 
 // configProvidersJSON is GET /config/providers' answer.

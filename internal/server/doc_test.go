@@ -273,7 +273,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		switch {
 		case r.pattern == "/experimental/worktree/reset":
 			return "z0"
-		case r.pattern == "/session/{id}/unrevert":
+		case r.pattern == "/session/{sessionID}/unrevert":
 			return "z1"
 		case r.method == "DELETE":
 			return "z2"
@@ -287,11 +287,13 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 			// judges them by this document.
 			continue
 		}
-		key := rt.method + " " + rt.pattern
+		// Recipes name routes as the mux does ({id}); the document as
+		// opencode does ({sessionID}).
+		key := rt.method + " " + strings.ReplaceAll(rt.pattern, "{sessionID}", "{id}")
 		rc := recipes[key]
 		path := rc.path
 		if path == "" {
-			path = strings.NewReplacer("{id}", s1, "{messageID}", userMsg, "{runID}", runID, "{projectID}", "global", "{ptyID}", ptyID,
+			path = strings.NewReplacer("{id}", s1, "{sessionID}", s1, "{messageID}", userMsg, "{runID}", runID, "{projectID}", "global", "{ptyID}", ptyID,
 				"{name}", "doc", "{providerID}", "agentd").Replace(rt.pattern)
 		}
 		if strings.Contains(path, "{") {

@@ -31,8 +31,16 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request) *apiError {
 	if s.cfg.Node.Leases != nil {
 		leases = s.cfg.Node.Leases()
 	}
-	writeJSON(w, http.StatusOK, nodeJSON{Node: s.cfg.Node.ID, Database: s.cfg.Node.Database, Leases: leases, Version: s.cfg.Version,
-		Sandbox: s.cfg.Node.Sandbox})
+	ans := nodeJSON{Node: s.cfg.Node.ID, Database: s.cfg.Node.Database, Leases: leases, Version: s.cfg.Version,
+		Sandbox: s.cfg.Node.Sandbox}
+	if s.cfg.Node.Cluster != nil {
+		cl, err := s.cfg.Node.Cluster(r.Context())
+		if err != nil {
+			return s.storeErr(err, "list the cluster's nodes")
+		}
+		ans.Cluster = cl
+	}
+	writeJSON(w, http.StatusOK, ans)
 	return nil
 }
 

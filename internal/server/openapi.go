@@ -1,8 +1,10 @@
 package server
 
 import (
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,6 +147,7 @@ func (s *Server) OpenAPI() map[string]any {
 	paths := map[string]any{}
 	for _, rt := range s.routes {
 		o, path, opID, tag := s.docOf(rt)
+		path = docPath(path)
 		item, _ := paths[path].(map[string]any)
 		if item == nil {
 			item = map[string]any{}
@@ -168,6 +171,11 @@ func (s *Server) OpenAPI() map[string]any {
 		}
 		status, ok := o.success(set, errResp, rt.pattern)
 		responses := map[string]any{"default": errResp, status: ok}
+		if status[0] != '4' {
+			// Every route refuses something: a bad body or query, an
+			// unknown id, a missing password.
+			responses["4XX"] = errResp
+		}
 		if opID == "" {
 			opID = operationID(rt.method, rt.pattern)
 		}
@@ -196,9 +204,41 @@ func (s *Server) OpenAPI() map[string]any {
 		"openapi": "3.1.0",
 		"info": map[string]any{"title": "agentd", "version": s.cfg.Version,
 			"description": "Headless server for AI coding-agent sessions, compatible with opencode's session API."},
+		// Relative to where the document was read from: the same server.
+		"servers":    []any{map[string]any{"url": "/", "description": "this agentd server"}},
 		"paths":      paths,
-		"components": map[string]any{"schemas": set.Components()},
+		"security":   s.docSecurity(),
+		"components": map[string]any{"schemas": set.Components(), "securitySchemes": s.docSchemes()},
 	}
+}
+
+// docSchemes are the ways a client may authenticate: basic auth where the
+// server has a password, none where it has not.
+func (s *Server) docSchemes() map[string]any {
+	if s.cfg.Security.Password == "" {
+		return map[string]any{}
+	}
+	return map[string]any{"basicAuth": map[string]any{"type": "http", "scheme": "basic",
+		"description": "The server's password (--password, OPENCODE_SERVER_PASSWORD) with the user opencode (or OPENCODE_SERVER_USERNAME)."}}
+}
+
+// docSecurity is the document's security requirement: one of docSchemes,
+// or none (an empty requirement) where there are none.
+func (s *Server) docSecurity() []any {
+	var req []any
+	for _, name := range slices.Sorted(maps.Keys(s.docSchemes())) {
+		req = append(req, map[string]any{name: []any{}})
+	}
+	if len(req) == 0 {
+		return []any{map[string]any{}}
+	}
+	return req
+}
+
+// docPath names a route's path parameters as opencode's document does:
+// the mux's patterns say {id} for a session, opencode {sessionID}.
+func docPath(pattern string) string {
+	return strings.ReplaceAll(pattern, "/session/{id}", "/session/{sessionID}")
 }
 
 // success is an operation's success answer in the document, by its

@@ -21,3 +21,18 @@ func TestEveryRouteDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestDocSecurity: the document declares basic auth, and requires it of
+// every operation, exactly when the server has a password.
+func TestDocSecurity(t *testing.T) {
+	for _, pw := range []string{"", "secret"} {
+		d := New(nil, nil, nil, Config{Security: Security{Password: pw}}).OpenAPI()
+		schemes := d["components"].(map[string]any)["securitySchemes"].(map[string]any)
+		sec := d["security"].([]any)
+		_, basic := schemes["basicAuth"]
+		required := len(sec) == 1 && len(sec[0].(map[string]any)) == 1
+		if basic != (pw != "") || required != (pw != "") {
+			t.Errorf("password %q: schemes %v, security %v", pw, schemes, sec)
+		}
+	}
+}

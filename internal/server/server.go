@@ -95,6 +95,19 @@ type NodeInfo struct {
 	Leases   func() int
 	// Sandbox says what confines the commands run for the model.
 	Sandbox string
+	// Cluster lists the nodes sharing the database, where they do (nil
+	// on SQLite: the node is alone).
+	Cluster func(context.Context) ([]ClusterNode, error)
+}
+
+// ClusterNode is one node connected to a shared database.
+type ClusterNode struct {
+	// ID is the node's id, the owner named in its leases.
+	ID string `json:"id"`
+	// Since is when the node connected.
+	Since time.Time `json:"since"`
+	// Leases is how many runs it holds a live lease on.
+	Leases int `json:"leases"`
 }
 
 // Server serves the API.

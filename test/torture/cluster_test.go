@@ -68,7 +68,9 @@ func startCluster(t *testing.T, nodes int) *cluster {
 	return startClusterOn(t, nodes, pgtest.Schema(t))
 }
 
-func startClusterOn(t *testing.T, nodes int, url string) *cluster {
+// startClusterOn starts the nodes on url; extra flags follow the defaults
+// (a repeated flag's last value wins).
+func startClusterOn(t *testing.T, nodes int, url string, extra ...string) *cluster {
 	t.Helper()
 	cl := &cluster{url: url, dir: t.TempDir()}
 	ws := filepath.Join(cl.dir, "ws")
@@ -94,6 +96,7 @@ func startClusterOn(t *testing.T, nodes int, url string) *cluster {
 		srv := &server{t: t, bin: bin, dir: ws, url: "http://127.0.0.1:" + strconv.Itoa(port), logFile: logFile,
 			args: []string{"serve", "--port", strconv.Itoa(port), "--db", cl.url, "--config", cfgPath, "--log-level", "info",
 				"--node", "node" + strconv.Itoa(i), "--lease-ttl", clusterTTL.String(), "--lease-renew", "500ms"}}
+		srv.args = append(srv.args, extra...)
 		srv.start()
 		t.Cleanup(srv.stop)
 		cl.srvs = append(cl.srvs, srv)
@@ -601,4 +604,84 @@ func TestClusterControlFromAnyNode(t *testing.T) {
 		t.Errorf("the permitted tool call's output or the answer is missing from the transcript")
 	}
 	cl.noSpuriousFencing(t)
+}
+
+// TestClusterKillTakeoverBeforeTTL: with a lease TTL of a minute, the run
+// of a node killed with -9 is taken over as soon as the node's connection
+// to the database is gone, not when its lease expires; GET /node lists the
+// cluster's nodes, and the dead one leaves the list.
+func TestClusterKillTakeoverBeforeTTL(t *testing.T) {
+	const ttl = time.Minute
+	cl := startClusterOn(t, 2, pgtest.Schema(t), "--lease-ttl", ttl.String(), "--lease-renew", "5s")
+	started := time.Now()
+	ctx := t.Context()
+	if got := clusterNodes(t, cl.srvs[1].url); len(got) != 2 {
+		t.Fatalf("node 1 lists the cluster as %v", got)
+	}
+	a := cl.clients[0]
+	s, err := a.CreateSession(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.SendAsync(ctx, s.ID, client.Prompt{Text: `tool:bash:{"command":"echo started >> counter.txt; sleep 120"}` + "\nreply:done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(cl.dir, "ws", "counter.txt"))
+		if strings.Contains(string(b), "started") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tool did not start")
+		}
+	}
+	if leases(t, cl.srvs[0].url) != 1 {
+		t.Fatal("node 0 does not hold the run")
+	}
+	// A node judges others only once its own presence has been visible
+	// for its grace (10 s).
+	time.Sleep(time.Until(started.Add(10 * time.Second)))
+	cl.srvs[0].kill()
+	killed := time.Now()
+	b := cl.clients[1]
+	for {
+		st, err := b.Status(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Type == core.StatusIdle {
+			if st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+				t.Fatalf("idle without success: %+v", st)
+			}
+			break
+		}
+		if time.Since(killed) > ttl/2 {
+			t.Fatalf("still %+v %s after the kill: the run waited for the lease to expire", st, time.Since(killed))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the run ended %s after its node's kill (lease TTL %s)", time.Since(killed).Round(time.Millisecond), ttl)
+	if got := clusterNodes(t, cl.srvs[1].url); len(got) != 1 || got[0] != "node1" {
+		t.Errorf("after the kill node 1 lists the cluster as %v", got)
+	}
+}
+
+// clusterNodes returns the ids of the nodes a node's GET /node lists.
+func clusterNodes(t *testing.T, url string) []string {
+	t.Helper()
+	resp, err := http.Get(url + "/node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n struct{ Cluster []struct{ ID string } }
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range n.Cluster {
+		ids = append(ids, c.ID)
+	}
+	return ids
 }

@@ -12,11 +12,6 @@ import (
 	"github.com/agentd/agentd/internal/store"
 )
 
-// claimable is the condition under which a node may take a run: it has not
-// ended, and nobody holds an unexpired lease on it (never claimed, released
-// at a clean shutdown, or expired).
-const claimable = `state IN ('queued', 'running', 'retrying') AND (lease_epoch = 0 OR lease_expires_ms <= ` + nowMS + `)`
-
 // Claim implements store.Leaser. The run's row is locked with SKIP LOCKED:
 // when another node is claiming it at this moment, this one moves on.
 func (s *Store) Claim(ctx context.Context, runID string, ttl time.Duration) (store.Claim, bool, error) {
@@ -27,7 +22,7 @@ func (s *Store) Claim(ctx context.Context, runID string, ttl time.Duration) (sto
 	)
 	err := s.db.QueryRowContext(ctx, `WITH c AS (
 			SELECT id, lease_epoch AS old_epoch, lease_expires_ms AS old_exp FROM runs
-			WHERE id = $1 AND `+claimable+` FOR UPDATE SKIP LOCKED)
+			WHERE id = $1 AND `+s.claimable+` FOR UPDATE SKIP LOCKED)
 		UPDATE runs r SET lease_owner = $2, lease_epoch = r.lease_epoch + 1, lease_expires_ms = `+nowMS+` + $3
 		FROM c WHERE r.id = c.id
 		RETURNING r.data, r.lease_epoch, c.old_epoch, c.old_exp, r.abort_reason`,
@@ -56,9 +51,9 @@ func (s *Store) Claim(ctx context.Context, runID string, ttl time.Duration) (sto
 // Claimable implements store.Leaser.
 func (s *Store) Claimable(ctx context.Context, limit int) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT session_id FROM (
-			SELECT DISTINCT ON (session_id) session_id, created_ms, lease_epoch, lease_expires_ms FROM runs
+			SELECT DISTINCT ON (session_id) session_id, created_ms, lease_epoch, lease_expires_ms, lease_owner, state FROM runs
 			WHERE state IN ('queued', 'running', 'retrying') ORDER BY session_id, created_ms, id) oldest
-		WHERE lease_epoch = 0 OR lease_expires_ms <= `+nowMS+`
+		WHERE `+s.claimable+`
 		ORDER BY created_ms LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list claimable runs: %w", storageError(err))

@@ -415,3 +415,65 @@ func TestRenewEndedRun(t *testing.T) {
 		t.Errorf("renewal of an ended run = %+v, %v; want it ended, not lost", r, err)
 	}
 }
+
+// TestGoneOwnersRunsClaimable: a node whose connection to the database is
+// gone (its process died) loses its runs at once to the nodes still
+// connected, long before its lease would expire; a node that waits for
+// leases' TTL (negative grace) does not take them, nor does anyone while
+// the owner is connected.
+func TestGoneOwnersRunsClaimable(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Schema(t)
+	open := func(node string, grace time.Duration) *postgres.Store {
+		s, err := postgres.Open(t.Context(), url, postgres.Options{Node: node, MaxConns: 4, Poll: 50 * time.Millisecond, PresenceGrace: grace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := open("a", 0)
+	b := open("b", time.Millisecond)
+	ttlOnly := open("c", -1)
+	run := seedRun(t, a, core.RunRunning)
+	if _, ok, err := a.Claim(t.Context(), run.ID, time.Hour); !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if got, _ := b.Claimable(t.Context(), 10); len(got) != 0 {
+		t.Fatalf("claimable while its owner is connected: %v", got)
+	}
+	nodes, err := b.Nodes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, n := range nodes {
+		ids[n.ID] = n.Leases
+	}
+	if len(ids) != 3 || ids["a"] != 1 || ids["b"] != 0 {
+		t.Errorf("nodes = %+v", nodes)
+	}
+	a.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := b.Claimable(t.Context(), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 && got[0] == run.SessionID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gone owner's run never became claimable: %v", got)
+		}
+	}
+	if _, ok, _ := ttlOnly.Claim(t.Context(), run.ID, time.Hour); ok {
+		t.Error("a node without the presence check took a run whose lease is live")
+	}
+	c, ok, err := b.Claim(t.Context(), run.ID, time.Hour)
+	if !ok || err != nil {
+		t.Fatalf("claim after the owner left: %v %v", ok, err)
+	}
+	if c.Lease.Epoch != 2 || c.Prior != store.PriorExpired {
+		t.Errorf("claim = %+v", c.Lease)
+	}
+}

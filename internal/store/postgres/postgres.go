@@ -46,6 +46,11 @@ type Options struct {
 	// default 1 s.
 	Poll   time.Duration
 	Logger *slog.Logger
+	// PresenceGrace is how long this node's own connection must have been
+	// visible before it takes the runs of nodes that are no longer
+	// connected, without waiting for their leases to expire (liveness.go);
+	// default 10 s, negative to wait for the leases' TTL always.
+	PresenceGrace time.Duration
 }
 
 // Store is the PostgreSQL implementation of store.Store and store.Leaser.
@@ -54,9 +59,16 @@ type Store struct {
 	db      *sql.DB
 	connCfg *pgx.ConnConfig
 	node    string
-	channel string // LISTEN/NOTIFY channel of this database and schema
-	poll    time.Duration
-	log     *slog.Logger
+	// appPrefix and app name this node's listening connection; claimable
+	// is the condition under which a run may be claimed (lease.go).
+	appPrefix, app, claimable string
+	channel                   string // LISTEN/NOTIFY channel of this database and schema
+	// listening is closed once the listening connection, the node's
+	// presence, is first up.
+	listening  chan struct{}
+	listenOnce sync.Once
+	poll       time.Duration
+	log        *slog.Logger
 
 	hookMu  sync.Mutex
 	hook    func([]core.Event)
@@ -92,6 +104,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.Node == "" {
 		opts.Node = core.NewID("node", false)
 	}
+	if opts.PresenceGrace == 0 {
+		opts.PresenceGrace = 10 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -110,9 +125,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		db: db, connCfg: cfg, node: opts.Node, poll: opts.Poll,
-		channel: "agentd_" + schema,
-		log:     opts.Logger.With("component", "postgres"),
+		channel:   "agentd_" + schema,
+		log:       opts.Logger.With("component", "postgres"),
+		listening: make(chan struct{}),
 	}
+	s.appPrefix = appPrefix(schema)
+	s.app = appName(s.appPrefix, s.node)
+	s.claimable = `state IN ('queued', 'running', 'retrying') AND (lease_epoch = 0 OR lease_expires_ms <= ` + nowMS +
+		` OR ` + ownerGone(s.appPrefix, s.app, opts.PresenceGrace) + `)`
 	s.Reader = sqlstore.Reader{Q: db, D: dialect}
 	last, err := dialect.LastSeq(ctx, db)
 	if err != nil {
@@ -126,6 +146,18 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	go s.tailLoop(runCtx)
 	go s.listenLoop(runCtx)
 	go s.notifyLoop(runCtx)
+	// Leases taken before the node's presence is visible would look like a
+	// dead node's to the others.
+	wait := time.NewTimer(5 * time.Second)
+	defer wait.Stop()
+	select {
+	case <-s.listening:
+	case <-wait.C:
+		s.log.Warn("the listening connection is not up yet; other nodes may take this node's runs until it is")
+	case <-ctx.Done():
+		s.Close()
+		return nil, ctx.Err()
+	}
 	return s, nil
 }
 

@@ -187,7 +187,9 @@ func (s *Store) listenLoop(ctx context.Context) {
 }
 
 func (s *Store) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.connCfg.Copy())
+	cfg := s.connCfg.Copy()
+	cfg.RuntimeParams["application_name"] = s.app
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -195,6 +197,7 @@ func (s *Store) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return err
 	}
+	s.listenOnce.Do(func() { close(s.listening) })
 	select {
 	case s.tail.kick <- struct{}{}:
 	default:
