@@ -158,6 +158,9 @@ func (s *Scheduler) newSession(ctx context.Context, spec Spec, p pending) error 
 		}
 		return tx.AppendEvent(ctx, core.MustEvent(sess.ID, core.EventSessionCreated, core.SessionProps{SessionID: sess.ID, Info: sess}))
 	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil // made at this moment by a node that took the tick over
+	}
 	if err != nil {
 		return fmt.Errorf("new session: %w", err)
 	}
