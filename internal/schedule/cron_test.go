@@ -143,3 +143,20 @@ func FuzzParseCron(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCronNext measures the next tick of a common expression and of
+// one whose next tick is years away (29 February on a Monday or the 13th).
+func BenchmarkCronNext(b *testing.B) {
+	from := time.Date(2026, 3, 1, 10, 7, 0, 0, time.UTC)
+	for _, expr := range []string{"*/15 9-17 * * 1-5", "0 0 29 2 *"} {
+		c, err := ParseCron(expr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(expr, func(b *testing.B) {
+			for b.Loop() {
+				c.Next(from)
+			}
+		})
+	}
+}
