@@ -14,6 +14,7 @@ import (
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/schedule"
+	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/postgres/pgtest"
 )
 
@@ -205,5 +206,57 @@ func TestScheduleSkipsBusySession(t *testing.T) {
 	}
 	if after, _ := n.c.Runs(t.Context(), sid); len(after) != len(runs) {
 		t.Errorf("a deleted schedule fired: %d runs, then %d", len(runs), len(after))
+	}
+}
+
+// TestScheduleTickLeftByDeadNodeSentOnce: a node that claimed a tick,
+// admitted its prompt and died before recording it (what kill -9 at that
+// moment leaves) does not make the tick send twice: once the claim has
+// lapsed the tick is taken over and sent with the same message id, which
+// the engine admits once; the schedule records the run that answered it.
+func TestScheduleTickLeftByDeadNodeSentOnce(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{now: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)}
+	// The loop looks once at start; the test makes the passes.
+	n := startNode(t, func(c *app.Config) { c.Schedules = schedule.Config{Now: clk.Now, Poll: time.Hour} })
+	sid := n.session()
+	var sc schedule.Schedule
+	httpJSON(t, "POST", n.app.URL()+"/schedule", `{"every":"1h","prompt":"reply:hourly","sessionID":"`+sid+`"}`, &sc)
+	clk.Add(time.Hour)
+	// The dead node's claim and admission.
+	msg := core.NewID(core.PrefixMessage, false)
+	pending := fmt.Sprintf(`{"tick":%d,"sessionID":%q,"messageID":%q}`, sc.Next, sid, msg)
+	claimed := clk.Now().Add(time.Minute).UnixMilli()
+	err := n.app.Store.Tx(t.Context(), func(tx store.Tx) error {
+		return tx.ClaimTick(t.Context(), sc.ID, sc.Next, sc.Next+time.Hour.Milliseconds(), []byte(pending), claimed)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "reply:hourly", MessageID: msg}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(sid)
+	if fired, err := n.app.Schedules.RunDue(t.Context()); fired != 0 || err != nil {
+		t.Fatalf("fired %d (%v) while the dead node's claim held", fired, err)
+	}
+	clk.Add(2 * time.Minute)
+	if fired, err := n.app.Schedules.RunDue(t.Context()); fired != 1 || err != nil {
+		t.Fatalf("took the tick over %d times (%v)", fired, err)
+	}
+	last := waitTick(t, n.app.URL(), sc.ID, sc.Next)
+	runs, _ := n.c.Runs(t.Context(), sid)
+	if len(runs) != 1 || last.RunID != runs[0].ID || last.MessageID != msg || last.Run.State != core.RunSucceeded {
+		t.Errorf("after the takeover: %d runs, last %+v", len(runs), last)
+	}
+	msgs, _ := n.c.Messages(t.Context(), sid)
+	users := 0
+	for _, m := range msgs {
+		if m.Info.Role == core.RoleUser {
+			users++
+		}
+	}
+	if users != 1 {
+		t.Errorf("%d user messages for one tick", users)
 	}
 }
