@@ -42,6 +42,9 @@ type Client struct {
 	// Username and Password set HTTP basic auth when Password is set.
 	Username string
 	Password string
+	// Token, when set, is an API key's bearer token, sent instead of the
+	// password.
+	Token string
 }
 
 // New returns a client for baseURL.
@@ -97,7 +100,9 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body any) 
 	}
 	// A failed run is an error of Send, not a message that carries one.
 	req.Header.Set("X-Agentd-Errors", "status")
-	if c.Password != "" {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	} else if c.Password != "" {
 		user := c.Username
 		if user == "" {
 			user = "opencode"

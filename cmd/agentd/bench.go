@@ -34,11 +34,14 @@ import (
 var benchHelp = help{
 	usage: "bench [flags]",
 	about: `Measures a server with fakellm as its model and prints throughput, latency percentiles
-and memory per scenario. Without --url it starts agentd itself on a fresh database (or
---nodes nodes on the PostgreSQL database --database names).`,
+and memory per scenario, each beside this machine's reference measured in the same run
+(the commit ceiling, a minimal Go server's and program's start, a CPU loop). Without --url
+it starts agentd itself on a fresh database (or --nodes nodes on the PostgreSQL database
+--database names).`,
 	examples: []string{
 		"agentd bench                                        # every scenario on a fresh agentd",
 		"agentd bench --scenarios turn,concurrency --json out.json",
+		"agentd bench --scenarios startup --against old=/tmp/agentd-main   # two builds' start-ups, interleaved",
 		"agentd bench --scenarios soak --soak 60s --strict   # CI's soak",
 		"agentd bench --database postgres://… --nodes 3 --scenarios soak",
 	},
@@ -70,6 +73,8 @@ func cmdBench(ctx context.Context, args []string) error {
 	baseline := fs.String("baseline", "", "compare with this earlier --json report and print the figures that got worse (never fails)")
 	tolerance := fs.Float64("tolerance", 0.5, "with --baseline: how much worse a figure may get before it is printed (0.5: 50%)")
 	providerTLS := fs.Bool("provider-tls", false, "without --url: serve fakellm over HTTPS with HTTP/2, as hosted providers are (agentd trusts its certificate through SSL_CERT_FILE)")
+	against := fs.String("against", "", "startup: also measure these agentd binaries, NAME=PATH comma-separated (an earlier build), alternating with this one")
+	startupRuns := fs.Int("startup-runs", 9, "startup: starts of each binary and reference program; figures are medians")
 	strict := fs.Bool("strict", false, "exit 1 when a scenario saw errors, an unannounced SSE gap or a duplicate (for CI)")
 	if _, err := parse(fs, benchHelp, args); err != nil {
 		return err
@@ -81,8 +86,8 @@ func cmdBench(ctx context.Context, args []string) error {
 	opts := bench.Options{URL: strings.TrimRight(*url, "/"), Model: ref, Turns: *turns, Sessions: *sessions, TurnsEach: *turnsEach, Think: *think,
 		Busy: *busy, Idle: *idle, Duration: *dur, Subscribers: *subs, Producers: *producers, PID: *pid, Progress: os.Stderr,
 		SoakDuration: *soak, Sample: *sample, SoakWorkers: *soakWorkers, DBPath: *dbPath}
-	var startup []time.Duration
 	wantStartup := false
+	var start startupFigures
 	for _, s := range strings.Split(*scen, ",") {
 		if s = strings.TrimSpace(s); s == "startup" {
 			wantStartup = true
@@ -99,14 +104,8 @@ func cmdBench(ctx context.Context, args []string) error {
 			return err
 		}
 		defer srv.stop()
-		if wantStartup && *database == "" {
-			for range 5 {
-				d, err := srv.coldStart(ctx)
-				if err != nil {
-					return err
-				}
-				startup = append(startup, d)
-			}
+		if start, err = srv.measureStartup(ctx, wantStartup && *database == "", *against, *startupRuns); err != nil {
+			return err
 		}
 		if err := srv.start(ctx, *database, *nodes); err != nil {
 			return err
@@ -128,12 +127,7 @@ func cmdBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(startup) > 0 {
-		sort.Slice(startup, func(i, j int) bool { return startup[i] < startup[j] })
-		rep.Results = append([]bench.Result{{Scenario: "startup", Figures: map[string]float64{
-			"median_ms": float64(startup[len(startup)/2].Microseconds()) / 1000,
-			"max_ms":    float64(startup[len(startup)-1].Microseconds()) / 1000, "runs": float64(len(startup))}}}, rep.Results...)
-	}
+	start.addTo(&rep)
 	printReport(rep)
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
@@ -167,22 +161,26 @@ func compareWith(path string, rep bench.Report, tolerance float64) {
 		fmt.Printf("\nbaseline %s: %v\n", path, err)
 		return
 	}
-	lines := bench.Compare(base, rep, tolerance)
-	fmt.Printf("\ncompared with %s (%s): ", path, base.Started)
-	if len(lines) == 0 {
+	c := bench.Compare(base, rep, tolerance)
+	fmt.Printf("\ncompared with %s (%s), timings as ratios to each run's references: ", path, base.Started)
+	if len(c.Worse) == 0 {
 		fmt.Printf("no figure worse by more than %.0f%%\n", 100*tolerance)
-		return
+	} else {
+		fmt.Printf("%d worse\n", len(c.Worse))
 	}
-	fmt.Printf("%d worse\n", len(lines))
-	for _, l := range lines {
+	for _, l := range c.Worse {
 		fmt.Println("  " + l)
+	}
+	if len(c.Unread) > 0 {
+		fmt.Printf("  not compared, a reference is missing from one report: %s\n", strings.Join(c.Unread, ", "))
 	}
 }
 
 func printReport(rep bench.Report) {
 	fmt.Printf("target %s\n\n", rep.Target)
-	fmt.Printf("%-12s %-28s %12s\n", "scenario", "figure", "value")
-	fmt.Println(strings.Repeat("-", 54))
+	printReferences(rep.References)
+	fmt.Printf("%-12s %-28s %12s  %s\n", "scenario", "figure", "value", "against this machine's reference")
+	fmt.Println(strings.Repeat("-", 78))
 	for _, r := range rep.Results {
 		keys := make([]string, 0, len(r.Figures))
 		for k := range r.Figures {
@@ -190,7 +188,7 @@ func printReport(rep bench.Report) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Printf("%-12s %-28s %12.1f\n", r.Scenario, k, r.Figures[k])
+			fmt.Printf("%-12s %-28s %12.1f  %s\n", r.Scenario, k, r.Figures[k], rep.References.Describe(r.Scenario, k, r.Figures[k]))
 		}
 		lk := make([]string, 0, len(r.Latency))
 		for k := range r.Latency {
@@ -199,7 +197,8 @@ func printReport(rep bench.Report) {
 		sort.Strings(lk)
 		for _, k := range lk {
 			l := r.Latency[k]
-			fmt.Printf("%-12s %-28s %12s\n", r.Scenario, k+" ms p50/p90/p99/max", fmt.Sprintf("%.2f/%.2f/%.2f/%.2f", l.P50, l.P90, l.P99, l.Max))
+			fmt.Printf("%-12s %-28s %12s  %s\n", r.Scenario, k+" ms p50/p90/p99/max", fmt.Sprintf("%.2f/%.2f/%.2f/%.2f", l.P50, l.P90, l.P99, l.Max),
+				atP99(rep.References.Describe(r.Scenario, "latency_ms", l.P99)))
 		}
 		fmt.Printf("%-12s %-28s %12d\n", r.Scenario, "errors", r.Errors)
 		if r.Notes != "" {
@@ -336,22 +335,6 @@ func waitHealthy(ctx context.Context, url string) error {
 		time.Sleep(time.Millisecond)
 	}
 	return fmt.Errorf("server at %s never became healthy", url)
-}
-
-// coldStart measures process start → first 200 on /global/health, on a
-// fresh database each time.
-func (s *benchServer) coldStart(ctx context.Context) (time.Duration, error) {
-	db := filepath.Join(s.dir, "cold-"+strconv.FormatInt(time.Now().UnixNano(), 10)+".db")
-	start := time.Now()
-	cmd, url, err := s.launch(db)
-	if err != nil {
-		return 0, err
-	}
-	err = waitHealthy(ctx, url)
-	d := time.Since(start)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Wait()
-	return d, err
 }
 
 func (s *benchServer) start(ctx context.Context, database string, nodes int) error {

@@ -30,6 +30,7 @@ var clientEnv = []string{
 	"AGENTD_URL               the server (default http://127.0.0.1:4096; --url wins)",
 	"AGENTD_SERVER_PASSWORD   basic auth password, when the server has one (OPENCODE_SERVER_PASSWORD too)",
 	"AGENTD_SERVER_USERNAME   basic auth user (default opencode)",
+	"AGENTD_API_KEY           an API key's token, sent as Authorization: Bearer instead of the password",
 }
 
 // newFlags returns a flag set for parse, which prints the help and the

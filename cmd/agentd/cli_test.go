@@ -115,7 +115,7 @@ func (c *cli) mustRun(args ...string) result {
 func TestMainHelpAndUsageErrors(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	for _, name := range []string{"serve", "run", "sessions", "status", "wait", "events", "abort", "config", "bench", "fakellm", "version"} {
+	for _, name := range []string{"serve", "run", "sessions", "status", "wait", "events", "abort", "key", "config", "bench", "fakellm", "version"} {
 		r := c.run(name, "-h")
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "usage: agentd "+name) || !strings.Contains(r.stdout, "exit codes:") {
 			t.Errorf("%s -h: %s", name, r)

@@ -29,6 +29,7 @@ func newClient(url string) *client.Client {
 	c := client.New(url)
 	c.Password = firstEnv("AGENTD_SERVER_PASSWORD", "OPENCODE_SERVER_PASSWORD")
 	c.Username = firstEnv("AGENTD_SERVER_USERNAME", "OPENCODE_SERVER_USERNAME")
+	c.Token = os.Getenv("AGENTD_API_KEY")
 	return c
 }
 
@@ -45,7 +46,7 @@ func explain(err error) string {
 		}
 		return fmt.Sprintf("no agentd answers at %s (%v).\nStart one with \"agentd serve\", or point --url or AGENTD_URL at a running server.", where, ue.Err)
 	case errors.As(err, &ce) && ce.StatusCode == 401:
-		return err.Error() + "\nThe server wants a password: set AGENTD_SERVER_PASSWORD (and AGENTD_SERVER_USERNAME if it is not opencode)."
+		return err.Error() + "\nThe server wants a password: set AGENTD_SERVER_PASSWORD (and AGENTD_SERVER_USERNAME if it is not opencode), or an API key's token in AGENTD_API_KEY."
 	}
 	return err.Error()
 }

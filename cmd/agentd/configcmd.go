@@ -101,14 +101,14 @@ func printMergedConfig(setup app.Setup) error {
 	return printJSON(hideSecrets(dropEmpty(tree), ""))
 }
 
-// hideSecrets replaces API keys and the values of headers and of MCP
-// servers' environments.
+// hideSecrets replaces API keys, the webhooks' secret and the values of
+// headers and of MCP servers' environments.
 func hideSecrets(v any, key string) any {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, e := range t {
 			switch {
-			case k == "apiKey" && e != "":
+			case (k == "apiKey" || k == "secret") && e != "":
 				t[k] = "(hidden)"
 			case (k == "headers" || k == "environment") && e != nil:
 				if m, ok := e.(map[string]any); ok {

@@ -4,6 +4,7 @@
 //	agentd serve [flags]                      the server
 //	agentd run [flags] PROMPT...              one prompt, its answer streamed
 //	agentd sessions | status | wait | events | abort    client commands
+//	agentd key create|list|revoke|budget      API keys
 //	agentd config check|print                 the configuration, checked
 //	agentd bench | fakellm                    measuring and testing
 //
@@ -45,6 +46,7 @@ var commands = []struct {
 	{"wait", "wait until a session is idle; the exit code says how its last run ended", plain(cmdWait)},
 	{"events", "print the event log (--after N, --follow)", plain(cmdEvents)},
 	{"abort", "abort a session's active run", plain(cmdAbort)},
+	{"key", "make, list and revoke API keys (bearer tokens that see only their own sessions) and their budgets", plain(cmdKey)},
 	{"config", "check the configuration (check), or print the merged result (print)", plain(cmdConfig)},
 	{"bench", "measure a server (agentd by default) with fakellm as its model", plain(cmdBench)},
 	{"fakellm", "serve the scripted fake model provider (OpenAI and Anthropic APIs) for tests and benchmarks", plain(cmdFakeLLM)},

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
@@ -78,6 +79,12 @@ type Config struct {
 	// Unhealthy says why the node cannot serve (nil while it can).
 	Unhealthy func() error
 	Logger    *slog.Logger
+	// Callbacks keeps prompts' callbackUrl (nil: a prompt that carries
+	// one is refused).
+	Callbacks server.Callbacks
+	// Keys are the API keys: what a request's key may see (nil: no keys,
+	// every request sees everything).
+	Keys *access.Keys
 }
 
 // API serves opencode 2's routes.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/store"
@@ -56,6 +57,9 @@ func questionNotFound(id string) *apiError {
 
 func (a *API) listPermissions(w http.ResponseWriter, r *http.Request) *apiError {
 	list, err := a.st.PendingPermissions(r.Context(), "")
+	if err == nil {
+		list, err = access.Visible(r.Context(), a.cfg.Keys, list, func(p core.PermissionRequest) string { return p.SessionID })
+	}
 	if err != nil {
 		return a.storeErr(err, "")
 	}
@@ -206,7 +210,7 @@ func (a *API) listSaved(w http.ResponseWriter, r *http.Request) *apiError {
 		data(w, out)
 		return nil
 	}
-	list, err := a.st.Sessions(r.Context(), store.SessionQuery{})
+	list, err := a.st.Sessions(r.Context(), store.SessionQuery{Owner: access.ListOwner(r.Context())})
 	if err != nil {
 		return a.storeErr(err, "")
 	}
@@ -226,6 +230,11 @@ func (a *API) removeSaved(w http.ResponseWriter, r *http.Request) *apiError {
 	sid, _, ok := strings.Cut(id, ".")
 	if !ok || !core.ValidID(core.PrefixSession, sid) {
 		return invalid("id: %q is not a saved permission's id", id)
+	}
+	if ok, err := a.cfg.Keys.Sees(r.Context(), sid); err != nil || !ok {
+		// Another key's session: as for an id that names no rule.
+		noContent(w)
+		return nil
 	}
 	err := a.st.Tx(r.Context(), func(tx store.Tx) error {
 		if err := tx.LockSession(r.Context(), sid); err != nil {
@@ -262,6 +271,9 @@ type questionJSON = core.OpencodeQuestion
 
 func (a *API) listQuestions(w http.ResponseWriter, r *http.Request) *apiError {
 	list, err := a.st.PendingQuestions(r.Context(), "")
+	if err == nil {
+		list, err = access.Visible(r.Context(), a.cfg.Keys, list, func(q core.QuestionRequest) string { return q.SessionID })
+	}
 	if err != nil {
 		return a.storeErr(err, "")
 	}

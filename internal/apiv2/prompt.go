@@ -30,6 +30,9 @@ type promptBody struct {
 	Delivery string `json:"delivery"`
 	// Resume false records the prompt without running the model.
 	Resume *bool `json:"resume"`
+	// CallbackURL is reported (webhook run.ended) when the run that
+	// answers this prompt ends (opencode's callbackUrl).
+	CallbackURL string `json:"callbackUrl"`
 }
 
 // promptInput is opencode 2's PromptInput.
@@ -155,9 +158,15 @@ func (a *API) prompt(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	head, _ := a.hub.Head()
 	parts := in.Prompt.parts()
+	noReply := in.Resume != nil && !*in.Resume
+	forget, e := a.callback(r, sid, &in.ID, in.CallbackURL, noReply)
+	if e != nil {
+		return e
+	}
 	adm, err := a.eng.Prompt(r.Context(), sid, engine.PromptInput{MessageID: in.ID, Parts: parts, Agent: sess.Agent,
-		Policy: policy, NoReply: in.Resume != nil && !*in.Resume})
+		Policy: policy, NoReply: noReply})
 	if err != nil {
+		forget()
 		return a.storeErr(err, sid)
 	}
 	out := admittedJSON{ID: adm.MessageID, SessionID: sid, Delivery: in.Delivery,

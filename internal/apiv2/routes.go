@@ -175,7 +175,8 @@ func (a *API) Routes() []server.Route {
 				if e := h(w, r); e != nil {
 					writeError(w, e)
 				}
-			}}
+			},
+			NotFound: func(w http.ResponseWriter, id string) { writeError(w, sessionNotFound(id)) }}
 		if rt.pattern == "/api/fs/read/{path...}" {
 			m.DocPattern = "/api/fs/read/*"
 		}

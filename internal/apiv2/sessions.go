@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 )
@@ -99,7 +100,7 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) *apiError {
 		}
 		order = at.O
 	}
-	sq := store.SessionQuery{}
+	sq := store.SessionQuery{Owner: access.ListOwner(r.Context())}
 	if d := q.Get("directory"); d != "" {
 		// Sessions keep their directory as resolved at creation.
 		sq.Directory = filepath.Clean(d)
@@ -191,8 +192,13 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) *apiError {
 		return invalid("id: %q is not a session id (ses_…)", in.ID)
 	}
 	if in.ID != "" {
-		// A retried creation adopts the session it made.
+		// A retried creation adopts the session it made (one another
+		// key made is a conflict, as it would be had it been made in
+		// between).
 		if s, err := a.st.Session(r.Context(), in.ID); err == nil {
+			if ok, err := a.cfg.Keys.Sees(r.Context(), s.ID); err != nil || !ok {
+				return conflict("session " + in.ID + " exists")
+			}
 			return a.answerSession(w, r, s)
 		}
 	}
@@ -209,7 +215,7 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	now := time.Now()
 	sess := core.Session{ID: in.ID, ProjectID: "global", Directory: dir, Title: core.DefaultTitle(now), Version: a.cfg.Version,
-		Agent: in.Agent, Time: core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()}}
+		Agent: in.Agent, Time: core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()}, Owner: access.Owner(r.Context())}
 	if sess.ID == "" {
 		sess.ID = core.NewID(core.PrefixSession, true)
 	}
@@ -291,6 +297,9 @@ type activeJSON struct {
 // exists.
 func (a *API) activeSessions(w http.ResponseWriter, r *http.Request) *apiError {
 	st, err := a.st.ActiveStatuses(r.Context())
+	if err == nil {
+		st, err = access.VisibleMap(r.Context(), a.cfg.Keys, st)
+	}
 	if err != nil {
 		return a.storeErr(err, "")
 	}

@@ -22,8 +22,12 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, sessionID string, d
 		}
 	}
 	t := a.translator(r.Context(), d)
-	err = a.hub.Stream(r.Context(), w, a.st.EventBounds, events.StreamOptions{
+	// A key's stream ends with the key's revocation.
+	ctx, stop := a.cfg.Keys.Watch(r.Context())
+	defer stop()
+	err = a.hub.Stream(ctx, w, a.st.EventBounds, events.StreamOptions{
 		After: after, HasCursor: ok, SessionID: sessionID, Heartbeat: a.cfg.Heartbeat, Translate: t.frames,
+		Filter: a.cfg.Keys.EventFilter(r.Context()),
 	})
 	if err != nil && r.Context().Err() == nil {
 		a.log.Debug("event stream ended", "err", err)

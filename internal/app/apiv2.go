@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/apiv2"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/credential"
@@ -13,17 +14,23 @@ import (
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
+	"github.com/agentd/agentd/internal/webhook"
 )
 
 // mountV2 serves opencode 2's API (/api/*) beside the v1 routes, behind
-// the same middleware, over the same engine, store and event log; and the
-// credential store's v1 routes (/auth/{id}). terms are the terminals the
-// v1 /pty routes serve (nil while off).
+// the same middleware, over the same engine, store and event log; the
+// credential store's v1 routes (/auth/{id}); and the webhooks' (/webhook).
+// terms are the terminals the v1 /pty routes serve (nil while off); keys
+// are the API keys.
 func mountV2(api *server.Server, st *store.Watched, eng *engine.Engine, hub *events.Hub, cfg Config, commands *command.Catalog, skills *skill.Catalog,
-	terms pty.Service) {
+	terms pty.Service, hooks *webhook.Service, keys *access.Keys) {
 	v2cfg := apiv2.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Catalog: *cfg.Catalog, Commands: commands, Skills: skills,
-		Files: api.Files(), Heartbeat: cfg.Heartbeat, Unhealthy: st.Lost, Logger: cfg.Logger, Terminals: terms,
+		Files: api.Files(), Heartbeat: cfg.Heartbeat, Unhealthy: st.Lost, Logger: cfg.Logger, Terminals: terms, Keys: keys,
+		Callbacks: callbacksOf(hooks),
+	}
+	if hooks != nil {
+		api.Mount(hooks.Routes()...)
 	}
 	if _, err := cfg.credentialKeys(); err != nil {
 		// Configure opened it when a configuration was read; an embedder

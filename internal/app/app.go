@@ -18,7 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/credential"
@@ -39,6 +41,7 @@ import (
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/tool"
 	"github.com/agentd/agentd/internal/tool/builtin"
+	"github.com/agentd/agentd/internal/webhook"
 	"github.com/agentd/agentd/internal/worktree"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -127,6 +130,8 @@ type Config struct {
 	Terminals   Terminals // terminals for clients (agentd.terminal), off unless Enabled
 	// Schedules tunes the scheduler (tests give it their clock).
 	Schedules schedule.Config
+	// Webhooks sends signed webhooks (agentd.webhooks); off without a secret.
+	Webhooks webhook.Config
 }
 
 // App is a running agentd node.
@@ -146,6 +151,7 @@ type App struct {
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
 	terms   *terminals
+	hooks   *webhook.Service
 	http    *http.Server
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -272,8 +278,18 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	st.SetCommitHook(hub.Publish)
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	met.Init(knownLabels(cfg, tools))
+	if cfg.Engine.Budget == nil {
+		cfg.Engine.Budget = budget.New(st)
+	}
+	keys := access.New(st)
 	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
 	if err := eng.Start(ctx); err != nil {
+		release()
+		return nil, err
+	}
+	hooks, err := startWebhooks(ctx, cfg, db, st, hub, met, node.id)
+	if err != nil {
+		eng.Stop()
 		release()
 		return nil, err
 	}
@@ -293,12 +309,14 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed, Cluster: clusterOf(db)},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms),
-		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Schedules: sched,
+		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks), Keys: keys,
+		Schedules: sched,
 	})
-	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms))
+	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms), hooks, keys)
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		terms.Stop()
+		hooks.Stop()
 		eng.Stop()
 		release()
 		return nil, fmt.Errorf("listen: %w", err)
@@ -311,7 +329,8 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, Schedules: sched}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks,
+		Schedules: sched}
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -480,6 +499,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.cancel()
 		a.terms.Stop() // its websockets are hijacked connections, which Shutdown does not wait for
 		a.Schedules.Stop()
+		a.hooks.Stop()
 		a.Engine.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -494,41 +514,6 @@ func (a *App) Stop(ctx context.Context) error {
 	})
 	return a.stopErr
 }
-
-// stateReader is what the metrics' scrape-time gauges read: the store and
-// the hub.
-type stateReader struct {
-	st  store.Reader
-	hub *events.Hub
-}
-
-func (s stateReader) ActiveRuns(ctx context.Context) (map[[2]string]int, error) {
-	runs, err := s.st.ActiveRuns(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	n := make(map[[2]string]int)
-	for _, r := range runs {
-		phase := r.Phase
-		if phase == "" {
-			phase = "none"
-		}
-		n[[2]string{string(r.State), string(phase)}]++
-	}
-	return n, nil
-}
-
-func (s stateReader) PendingPermissions(ctx context.Context) (int, error) {
-	p, err := s.st.PendingPermissions(ctx, "")
-	return len(p), err
-}
-
-func (s stateReader) EventLog(ctx context.Context) (int64, int64, error) {
-	return s.st.EventBounds(ctx)
-}
-func (s stateReader) Subscribers() int { return s.hub.Subscribers() }
-func (s stateReader) Delivered() int64 { return s.hub.Delivered() }
-func (s stateReader) Dropped() int64   { return s.hub.Dropped() }
 
 // knownLabels are the models and tools whose metrics exist from the start.
 func knownLabels(cfg Config, tools *tool.Registry) metrics.Known {

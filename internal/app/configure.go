@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/netguard"
 	"github.com/agentd/agentd/internal/permission"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/tool"
@@ -62,7 +62,7 @@ func (c *Config) Apply(f config.File, dir string) error {
 		c.EventMaxCount = ev.MaxCount
 	}
 	if wf := f.Agentd.Webfetch; wf != nil {
-		if c.WebFetchAllow, err = webfetchAllow(wf.Allow); err != nil {
+		if c.WebFetchAllow, err = netguard.ParseAllow("agentd.webfetch.allow", wf.Allow); err != nil {
 			return err
 		}
 	}
@@ -99,23 +99,6 @@ func (c *Config) Apply(f config.File, dir string) error {
 	catalog := Catalog(f, def, c.Engine.Permission, agents)
 	c.Catalog = &catalog
 	return nil
-}
-
-// webfetchAllow reads agentd.webfetch.allow: addresses or CIDR prefixes.
-func webfetchAllow(allow []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, a := range allow {
-		p, err := netip.ParsePrefix(a)
-		if err != nil {
-			ip, ierr := netip.ParseAddr(a)
-			if ierr != nil {
-				return nil, fmt.Errorf("agentd.webfetch.allow %q: want an address or a CIDR prefix", a)
-			}
-			p = netip.PrefixFrom(ip, ip.BitLen())
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
 }
 
 // applyCommands sets the configuration's commands and the agents a

@@ -58,6 +58,9 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	base.Engine.GlobalDir = s.GlobalDir
 	base.Sandbox = sandboxFrom(s, &loaded)
 	base.Terminals = terminalsFrom(s, &loaded)
+	if base.Webhooks, err = webhooksFrom(s, &loaded); err != nil {
+		return base, loaded, err
+	}
 	base.ConfigFiles = loaded.Used
 	base.Engine.Resume = true
 	if err := base.Apply(loaded.File, s.Workspace); err != nil {

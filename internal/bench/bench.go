@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,6 +98,9 @@ type Report struct {
 	Started string   `json:"started"`
 	Results []Result `json:"results"`
 	Memory  *Memory  `json:"memory,omitempty"`
+	// References are this machine's yardsticks from the same run; a
+	// baseline is compared through them.
+	References *References `json:"references,omitempty"`
 }
 
 // Memory is the server's resident set size, in MiB.
@@ -134,7 +138,15 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if len(r.nodes) == 0 {
 		return Report{}, errors.New("no server URL")
 	}
-	rep := Report{Target: o.URL, Started: time.Now().UTC().Format(time.RFC3339)}
+	rep := Report{Target: o.URL, Started: time.Now().UTC().Format(time.RFC3339), References: &References{}}
+	r.progress("references …")
+	rep.References.CPULoopMs = CPULoop()
+	if !slices.Contains(o.Scenarios, "ceiling") {
+		// Rates are read against the commit ceiling, measured anyway.
+		if _, err := r.measureCeiling(ctx); err != nil {
+			return rep, fmt.Errorf("ceiling: %w", err)
+		}
+	}
 	var stopSampling func()
 	if o.PID > 0 {
 		before := rssMiB(o.PID)
@@ -173,6 +185,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		rep.Results = append(rep.Results, res)
 		r.progress("%s done\n", sc)
 	}
+	rep.References.CommitCeilingPerS = r.ceiling
 	if stopSampling != nil {
 		stopSampling()
 		rep.Memory.Peak = float64(r.peak.Load()) / 1024
@@ -193,20 +206,24 @@ func rssMiB(pid int) float64 {
 }
 
 func rssKiB(pid int) int64 {
+	return procStatus(pid)["VmRSS"]
+}
+
+// procStatus reads the kB figures of /proc/PID/status (VmRSS, RssAnon,
+// …); empty when the process is gone.
+func procStatus(pid int) map[string]int64 {
+	out := map[string]int64{}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return 0
+		return out
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				n, _ := strconv.ParseInt(f[1], 10, 64)
-				return n
-			}
+		name, rest, ok := strings.Cut(line, ":")
+		if f := strings.Fields(rest); ok && len(f) == 2 && f[1] == "kB" {
+			out[name], _ = strconv.ParseInt(f[0], 10, 64)
 		}
 	}
-	return 0
+	return out
 }
 
 func (r *runner) sampleRSS(pid int) func() {

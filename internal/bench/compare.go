@@ -6,64 +6,107 @@ import (
 	"strings"
 )
 
+// Comparison is what Compare found.
+type Comparison struct {
+	// Worse lists the figures worse by more than the tolerance, and
+	// errors, one line each.
+	Worse []string
+	// Unread lists figures that could not be compared because one of the
+	// reports lacks the reference they are read against.
+	Unread []string
+}
+
 // Compare lists the figures of cur that are worse than in base by more
-// than tolerance (0.5: half as good again), one line each. Latencies,
-// milliseconds and memory are better lower; rates (per second) better
-// higher; counts of work done, set by the options, are not compared.
+// than tolerance (0.5: half as good again). Figures that depend on the
+// machine's speed are compared as ratios to each report's own references
+// (rates to the commit ceiling, start-ups to a minimal Go server or
+// program, other milliseconds to the CPU loop), never as absolute
+// milliseconds: a baseline written on another machine then still means
+// something. Memory is compared as is. Rates are better higher, the rest
+// lower; counts of work done, set by the options, are not compared.
 // Errors are always reported. It is a report, not a verdict: timings on a
 // shared machine move.
-func Compare(base, cur Report, tolerance float64) []string {
-	var out []string
-	worse := func(what string, was, now float64, higherIsBetter bool) {
-		if was <= 0 {
-			return
-		}
-		change := (now - was) / was
-		if higherIsBetter {
-			change = (was - now) / was
-		}
-		if change > tolerance {
-			out = append(out, fmt.Sprintf("regression: %s %.4g → %.4g (%+.0f%%, tolerance %.0f%%)", what, was, now,
-				100*(now-was)/was, 100*tolerance))
-		}
-	}
+func Compare(base, cur Report, tolerance float64) Comparison {
+	c := comparer{base: base.References, cur: cur.References, tolerance: tolerance}
 	prev := map[string]Result{}
 	for _, r := range base.Results {
 		prev[r.Scenario] = r
 	}
 	for _, r := range cur.Results {
 		if r.Errors > 0 {
-			out = append(out, fmt.Sprintf("errors: %s saw %d", r.Scenario, r.Errors))
+			c.out.Worse = append(c.out.Worse, fmt.Sprintf("errors: %s saw %d", r.Scenario, r.Errors))
 		}
-		b, ok := prev[r.Scenario]
-		if !ok {
-			continue
-		}
-		for _, name := range sortedKeys(r.Figures) {
-			was, ok := b.Figures[name]
-			if !ok {
-				continue
-			}
-			switch {
-			case strings.HasSuffix(name, "_per_s"):
-				worse(r.Scenario+" "+name, was, r.Figures[name], true)
-			case strings.HasSuffix(name, "_ms") || strings.HasSuffix(name, "_mib"):
-				worse(r.Scenario+" "+name, was, r.Figures[name], false)
-			}
-		}
-		for _, name := range sortedKeys(r.Latency) {
-			was, ok := b.Latency[name]
-			if !ok {
-				continue
-			}
-			worse(r.Scenario+" "+name+" p50 ms", was.P50, r.Latency[name].P50, false)
-			worse(r.Scenario+" "+name+" p99 ms", was.P99, r.Latency[name].P99, false)
+		if b, ok := prev[r.Scenario]; ok {
+			c.result(b, r)
 		}
 	}
 	if base.Memory != nil && cur.Memory != nil {
-		worse("memory peak MiB", base.Memory.Peak, cur.Memory.Peak, false)
+		c.worse("memory peak MiB", base.Memory.Peak, cur.Memory.Peak, false)
 	}
-	return out
+	return c.out
+}
+
+// comparer holds what Compare found so far.
+type comparer struct {
+	base, cur *References
+	tolerance float64
+	out       Comparison
+}
+
+// result compares one scenario's figures and latencies.
+func (c *comparer) result(b, r Result) {
+	for _, name := range sortedKeys(r.Figures) {
+		was, ok := b.Figures[name]
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, "_per_s"):
+			c.figure(r.Scenario, name, r.Scenario+" "+name, was, r.Figures[name], true)
+		case strings.HasSuffix(name, "_ms") || strings.HasSuffix(name, "_mib"):
+			c.figure(r.Scenario, name, r.Scenario+" "+name, was, r.Figures[name], false)
+		}
+	}
+	for _, name := range sortedKeys(r.Latency) {
+		if was, ok := b.Latency[name]; ok {
+			c.figure(r.Scenario, "latency_ms", r.Scenario+" "+name+" p50 ms", was.P50, r.Latency[name].P50, false)
+			c.figure(r.Scenario, "latency_ms", r.Scenario+" "+name+" p99 ms", was.P99, r.Latency[name].P99, false)
+		}
+	}
+}
+
+// figure compares one figure through its reference.
+func (c *comparer) figure(scenario, name, label string, was, now float64, higherIsBetter bool) {
+	k := KindOf(scenario, name)
+	switch k {
+	case RefItself:
+		return
+	case RefNone:
+		c.worse(label, was, now, higherIsBetter)
+		return
+	}
+	bw, ok1 := c.base.Ratio(k, was)
+	cw, ok2 := c.cur.Ratio(k, now)
+	if !ok1 || !ok2 {
+		c.out.Unread = append(c.out.Unread, label)
+		return
+	}
+	c.worse(label+" (÷ reference)", bw, cw, higherIsBetter)
+}
+
+// worse notes a figure that got worse by more than the tolerance.
+func (c *comparer) worse(what string, was, now float64, higherIsBetter bool) {
+	if was <= 0 {
+		return
+	}
+	change := (now - was) / was
+	if higherIsBetter {
+		change = (was - now) / was
+	}
+	if change > c.tolerance {
+		c.out.Worse = append(c.out.Worse, fmt.Sprintf("regression: %s %.4g → %.4g (%+.0f%%, tolerance %.0f%%)", what, was, now,
+			100*(now-was)/was, 100*c.tolerance))
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -34,3 +34,18 @@ type Sandbox struct {
 	Writable []string `json:"writable"`
 	Hidden   []string `json:"hidden"`
 }
+
+// Webhooks is agentd.webhooks (package webhook). Secret signs every
+// delivery (at least 16 characters; give it as {env:VAR} to keep it out
+// of the file); without it webhooks are off. Allow opens addresses the
+// delivery's address check refuses (this machine, private networks), as
+// agentd.webfetch.allow does for the model's fetches, and apart from it:
+// opening one is not opening the other. RetryFor bounds how long a
+// delivery is retried (default "24h"), Timeout one attempt (default
+// "10s"). Only the operator's files set it, as the sandbox.
+type Webhooks struct {
+	Secret   string   `json:"secret"`
+	Allow    []string `json:"allow"`
+	RetryFor string   `json:"retryFor"`
+	Timeout  string   `json:"timeout"`
+}

@@ -224,6 +224,9 @@ type Settings struct {
 	// app's terminal panel); off unless enabled. Only the operator's
 	// files set it, as the sandbox.
 	Terminal *Terminal `json:"terminal"`
+	// Webhooks signs and sends webhooks (see package webhook); off
+	// without a secret. Only the operator's files set it.
+	Webhooks *Webhooks `json:"webhooks"`
 }
 
 // MCP holds agentd's own MCP settings: Lazy connects the servers when a
@@ -478,6 +481,9 @@ func mergeAgentd(a *Settings, b Settings) {
 	}
 	if b.Terminal != nil {
 		a.Terminal = b.Terminal
+	}
+	if b.Webhooks != nil {
+		a.Webhooks = b.Webhooks
 	}
 }
 

@@ -235,6 +235,7 @@ const (
 	RefModelNotFound = "model_not_found"
 	RefCrashLoop     = "crash_loop"
 	RefInternal      = "internal"
+	RefBudget        = "budget_exceeded"
 )
 
 // AbortedError is opencode's MessageAbortedError.

@@ -33,6 +33,10 @@ const (
 	// ReasonRejected: the user rejected a permission request without a
 	// message (interrupted): the turn stops there, as opencode's does.
 	ReasonRejected EndReason = "rejected"
+	// ReasonBudgetExceeded: the session's or its API key's token or cost
+	// budget was spent before a model call (failed; the error carries
+	// the figures).
+	ReasonBudgetExceeded EndReason = "budget_exceeded"
 )
 
 // Phase refines a busy status: what the run waits for or does.

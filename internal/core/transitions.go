@@ -43,7 +43,7 @@ var RunTransitions = []Transition{
 	{RunQueued, OnResume, RunRunning, "taken over from a node that stopped before it began it"},
 	{RunRunning, OnSucceed, RunSucceeded, "the model answered"},
 	{RunRetrying, OnSucceed, RunSucceeded, "a steered prompt found the retry already answered"},
-	{RunRunning, OnFail, RunFailed, "a provider error, retries exhausted, the step budget, a crash loop, an internal error"},
+	{RunRunning, OnFail, RunFailed, "a provider error, retries exhausted, the step budget, a token or cost budget, a crash loop, an internal error"},
 	{RunRetrying, OnFail, RunFailed, "retries exhausted"},
 	{RunQueued, OnFail, RunFailed, "a crash loop found at start"},
 	{RunRunning, OnInterrupt, RunInterrupted, "aborted, superseded, or cut off with resumption off"},

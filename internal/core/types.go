@@ -38,6 +38,39 @@ type Session struct {
 	// from MessageID on are undone and hidden until a new prompt retires
 	// them or an unrevert brings them back.
 	Revert *SessionRevert `json:"revert,omitempty"`
+	// Budget caps what the session's model calls may spend (agentd's
+	// own; nil: no cap). Its Spent follows Cost and Tokens.
+	Budget *Budget `json:"budget,omitempty"`
+	// Owner is the id of the API key the session was made through (""
+	// for the operator's sessions): a key that sees only its own sessions
+	// sees it. Set at creation and never changed; the store keeps it
+	// beside the JSON, so that no client can write it.
+	Owner string `json:"-"`
+}
+
+// Budget is a cap on what model calls may spend: Tokens counts every
+// token a provider reported (Tokens.Total), Cost is in US dollars; zero
+// leaves that figure uncapped. A model call is made only while what was
+// spent is below every cap set.
+type Budget struct {
+	Tokens int64   `json:"tokens,omitempty"`
+	Cost   float64 `json:"cost,omitempty"`
+	// Spent is what was spent when the budget was last written (a
+	// session's: when it was set, and at the end of each of its runs).
+	Spent *Spend `json:"spent,omitempty"`
+}
+
+// Spend is what model calls spent: tokens (Tokens.Total) and US dollars.
+type Spend struct {
+	Tokens int64   `json:"tokens"`
+	Cost   float64 `json:"cost"`
+}
+
+// Note records in b what was spent (nothing when b is nil).
+func (b *Budget) Note(tokens Tokens, cost float64) {
+	if b != nil {
+		b.Spent = &Spend{Tokens: tokens.Total(), Cost: cost}
+	}
 }
 
 // SessionSummary is opencode's count of a session's changes.
@@ -97,6 +130,12 @@ func (t Tokens) Add(o Tokens) Tokens {
 		Reasoning: t.Reasoning + o.Reasoning,
 		Cache:     CacheTokens{Read: t.Cache.Read + o.Cache.Read, Write: t.Cache.Write + o.Cache.Write},
 	}
+}
+
+// Total is every token counted: input, output, reasoning, and the cache's
+// reads and writes (the figure a token budget caps).
+func (t Tokens) Total() int64 {
+	return t.Input + t.Output + t.Reasoning + t.Cache.Read + t.Cache.Write
 }
 
 // CacheTokens counts prompt-cache reads and writes.

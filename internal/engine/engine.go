@@ -114,6 +114,13 @@ type Config struct {
 	// Tracer, when set, records a span per run, step, model call and tool
 	// call; nil records nothing.
 	Tracer trace.Tracer
+	// Budget, when set, is asked before each model call of a run whether
+	// its session may spend more (package budget), given what the run
+	// has spent so far: an error to end the run with (failed,
+	// budget_exceeded), or nil.
+	Budget interface {
+		Check(ctx context.Context, sessionID string, run core.Spend) (*core.Error, error)
+	}
 	// CheckHistory makes every step compare the transcript its run keeps
 	// from its own writes with the store's, and fail the run when they
 	// differ (see own.go). It costs a read of the run's messages a step:

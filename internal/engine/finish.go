@@ -366,7 +366,11 @@ func addUsage(w *writer, sessionID string, cost float64, tokens core.Tokens) {
 	}
 	sess.Cost += cost
 	sess.Tokens = sess.Tokens.Add(tokens)
+	sess.Budget.Note(sess.Tokens, sess.Cost)
 	w.session(sess)
+	if err := w.tx.ChargeKey(w.ctx, sessionID, core.Spend{Tokens: tokens.Total(), Cost: cost}); err != nil && w.err == nil {
+		w.err = err
+	}
 }
 
 // runUsage totals the usage of a run's assistant messages, last (the

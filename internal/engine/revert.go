@@ -75,8 +75,10 @@ func retireReverted(ctx context.Context, tx store.Tx, w *writer, sess *core.Sess
 // (all of them without one; never those a revert point hides), with new
 // ids, in one transaction. The copy has no runs: the original's stay its
 // own, and the idle parts that close them are not copied. The copy's
-// later prompts send the model only the copied history.
-func (e *Engine) Fork(ctx context.Context, sessionID, messageID string) (core.Session, error) {
+// later prompts send the model only the copied history. owner is the API
+// key the copy is made through ("" for the operator): the copy is its
+// maker's, whose budget its runs spend, whoever owns the original.
+func (e *Engine) Fork(ctx context.Context, sessionID, messageID, owner string) (core.Session, error) {
 	var out core.Session
 	err := e.st.Tx(ctx, func(tx store.Tx) error {
 		src, err := tx.Session(ctx, sessionID)
@@ -92,7 +94,7 @@ func (e *Engine) Fork(ctx context.Context, sessionID, messageID string) (core.Se
 		}
 		now := e.now()
 		fork := core.Session{ID: core.NewID(core.PrefixSession, true), ProjectID: src.ProjectID, Directory: src.Directory,
-			Title: forkTitle(src.Title), Version: src.Version, Agent: src.Agent, Model: src.Model, Permission: src.Permission,
+			Title: forkTitle(src.Title), Version: src.Version, Agent: src.Agent, Model: src.Model, Permission: src.Permission, Owner: owner,
 			Time: core.SessionTime{Created: now, Updated: now}}
 		fork.Slug = core.Slug(fork.ID)
 		if err := tx.InsertSession(ctx, fork); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/store"
@@ -260,6 +261,9 @@ func (r *runner) nextStep(ctx context.Context) (outcome, bool, bool) {
 		o, ok := r.cancelled(ctx, err)
 		return o, ok, true
 	}
+	if o, ok, done := r.overBudget(ctx); done {
+		return o, ok, true
+	}
 	if r.needsCompaction(history) {
 		if o, done := r.compact(ctx, false); done {
 			o, ok := r.settle(ctx, o)
@@ -306,6 +310,31 @@ func (r *runner) afterTools(ctx context.Context) (outcome, bool, bool) {
 		return succeeded, true, true
 	}
 	return outcome{}, false, false
+}
+
+// overBudget asks Config.Budget whether the run may call the model again:
+// what it spent so far is on its messages (the step just ended is on
+// r.step, fresher than its stored copy). done, with ok and the outcome as
+// nextStep returns them, when the run must not call the model: its budget
+// is spent, or the check could not be made (a run stopping for shutdown
+// or fencing is not ok, and is left to its next owner).
+func (r *runner) overBudget(ctx context.Context) (_ outcome, ok, done bool) {
+	if r.e.cfg.Budget == nil {
+		return outcome{}, false, false
+	}
+	var last *core.Message
+	if r.step != nil {
+		last = &r.step.msg
+	}
+	failure, err := r.e.cfg.Budget.Check(ctx, r.run.SessionID, budget.RunSpend(r.own, last))
+	if err != nil {
+		o, ok := r.cancelled(ctx, err)
+		return o, ok, true
+	}
+	if failure == nil {
+		return outcome{}, false, false
+	}
+	return outcome{state: core.RunFailed, reason: core.ReasonBudgetExceeded, err: failure}, true, true
 }
 
 var errAlreadyEnded = errors.New("run already ended")

@@ -269,7 +269,7 @@ func (t *taskTool) startChild(ctx context.Context, call tool.Call, part core.Par
 			now := time.Now()
 			sess := core.Session{
 				ID: core.NewID(core.PrefixSession, true), ProjectID: parentSess.ProjectID, Directory: parentSess.Directory,
-				ParentID: parentSess.ID, Title: in.Description + " (@" + ag.Name + " subagent)", Version: parentSess.Version,
+				ParentID: parentSess.ID, Title: in.Description + " (@" + ag.Name + " subagent)", Version: parentSess.Version, Owner: parentSess.Owner,
 				Time: core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()},
 				// Never wider than the parent: its client rules and its
 				// agent's rules narrow the child, whatever the subagent's

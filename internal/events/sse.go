@@ -64,6 +64,10 @@ type StreamOptions struct {
 	// frame, so that a client cut off between two frames of one event
 	// resumes before it, never past the frames it missed.
 	Translate func(ev core.Event) []Frame
+	// Filter, when set, keeps the events it returns true for (durable and
+	// live); the others are not sent (an API key's stream leaves out other
+	// keys' sessions).
+	Filter func(ev core.Event) bool
 }
 
 // Frame is one SSE frame a Translate function makes: the event line
@@ -110,7 +114,8 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 	hdr.Set("X-Agentd-Seq", strconv.FormatInt(last, 10))
 	w.WriteHeader(http.StatusOK)
 
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, translate: opts.Translate, timeout: opts.WriteTimeout, sent: &h.delivered}
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w), wrap: opts.Wrap, translate: opts.Translate, keep: opts.Filter,
+		timeout: opts.WriteTimeout, sent: &h.delivered}
 	sw.live(core.MustEvent("", core.EventServerConnected, struct{}{}))
 
 	if opts.LiveWindow <= 0 {
@@ -202,6 +207,7 @@ type sseWriter struct {
 	rc        *http.ResponseController
 	wrap      func(core.Event) any
 	translate func(core.Event) []Frame
+	keep      func(core.Event) bool
 	timeout   time.Duration
 	buf       bytes.Buffer
 	// n counts the events in buf; sent, the hub's count of events its
@@ -211,6 +217,9 @@ type sseWriter struct {
 }
 
 func (s *sseWriter) durable(ev core.Event) {
+	if s.keep != nil && !s.keep(ev) {
+		return
+	}
 	if s.translate != nil {
 		s.frames(s.translate(ev), strconv.FormatInt(ev.Seq, 10))
 		return
@@ -222,6 +231,9 @@ func (s *sseWriter) durable(ev core.Event) {
 }
 
 func (s *sseWriter) live(ev core.Event) {
+	if s.keep != nil && !s.keep(ev) {
+		return
+	}
 	if ev.ID == "" {
 		ev.ID = core.NewID(core.PrefixEvent, false)
 	}

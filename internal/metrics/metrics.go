@@ -109,7 +109,7 @@ type Known struct {
 // outcomes pairs each run outcome with the reasons it can carry.
 var outcomes = map[core.RunState][]core.EndReason{
 	core.RunSucceeded:   {""},
-	core.RunFailed:      {core.ReasonProviderError, core.ReasonRetriesExhausted, core.ReasonMaxSteps, core.ReasonCrashLoop, core.ReasonInternal, core.ReasonStructuredOutput},
+	core.RunFailed:      {core.ReasonProviderError, core.ReasonRetriesExhausted, core.ReasonMaxSteps, core.ReasonCrashLoop, core.ReasonInternal, core.ReasonStructuredOutput, core.ReasonBudgetExceeded},
 	core.RunInterrupted: {core.ReasonAborted, core.ReasonServerRestart, core.ReasonSuperseded, core.ReasonRejected},
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 )
@@ -175,8 +174,21 @@ var copied = map[string]bool{
 	"core.protectntfs": true,
 }
 
-// plainValue is what a copied value may hold.
-var plainValue = regexp.MustCompile(`^[A-Za-z0-9._-]{0,64}$`)
+// plainValue says whether v is what a copied value may hold: at most 64
+// of A-Z, a-z, 0-9, '.', '_' and '-'. A loop rather than a regexp: the
+// bounded repetition compiled into 64 copies of the class, 61 KB and 875
+// allocations at every start of agentd.
+func plainValue(v string) bool {
+	if len(v) > 64 {
+		return false
+	}
+	for _, c := range []byte(v) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // projectValues reads the project's configuration file (as a file: no
 // include is followed) and returns agentd's configuration for the
@@ -198,10 +210,10 @@ func (r *Repo) projectValues(ctx context.Context, file string) ([]byte, error) {
 	for _, rec := range bytes.Split(out, []byte{0}) {
 		key, val, _ := strings.Cut(string(rec), "\n")
 		sec, name, ok := strings.Cut(key, ".")
-		if !ok || !plainValue.MatchString(val) || strings.Contains(name, ".") {
+		if !ok || !plainValue(val) || strings.Contains(name, ".") {
 			continue
 		}
-		ext := sec == "extensions" && name != "partialclone" && name != "worktreeconfig" && plainValue.MatchString(name)
+		ext := sec == "extensions" && name != "partialclone" && name != "worktreeconfig" && plainValue(name)
 		if !copied[key] && !ext {
 			continue
 		}

@@ -20,10 +20,14 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+		attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
 			slog.Duration("duration", time.Since(start)), slog.Int64("bytes", rec.bytes),
-			slog.String("client", r.RemoteAddr))
+			slog.String("client", r.RemoteAddr)}
+		if rec.keyID != "" {
+			// The key that made the request, never its token.
+			attrs = append(attrs, slog.String("key", rec.keyID), slog.String("key_name", rec.keyName))
+		}
+		log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
 }
 
@@ -33,7 +37,11 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// keyID and keyName name the API key the request was made with.
+	keyID, keyName string
 }
+
+func (r *recorder) noteKey(id, name string) { r.keyID, r.keyName = id, name }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {

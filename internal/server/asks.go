@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/store"
@@ -24,6 +25,9 @@ func questionNotFound(id string) *apiError {
 
 func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) *apiError {
 	list, err := s.st.PendingPermissions(r.Context(), "")
+	if err == nil {
+		list, err = access.Visible(r.Context(), s.cfg.Keys, list, func(p core.PermissionRequest) string { return p.SessionID })
+	}
 	if err != nil {
 		return s.storeErr(err, "permissions")
 	}
@@ -47,6 +51,9 @@ func (s *Server) replyPermission(w http.ResponseWriter, r *http.Request) *apiErr
 		return e
 	}
 	id := r.PathValue("requestID")
+	if p, err := s.st.Permission(r.Context(), id); err == nil && !s.sees(r.Context(), p.SessionID) {
+		return permissionNotFound(id)
+	}
 	if err := s.eng.Reply(r.Context(), id, in.Reply, in.Message); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return permissionNotFound(id)
@@ -80,6 +87,9 @@ func (s *Server) replyPermissionV1(w http.ResponseWriter, r *http.Request) *apiE
 
 func (s *Server) listQuestions(w http.ResponseWriter, r *http.Request) *apiError {
 	list, err := s.st.PendingQuestions(r.Context(), "")
+	if err == nil {
+		list, err = access.Visible(r.Context(), s.cfg.Keys, list, func(q core.QuestionRequest) string { return q.SessionID })
+	}
 	if err != nil {
 		return s.storeErr(err, "questions")
 	}
@@ -110,6 +120,9 @@ func (s *Server) rejectQuestion(w http.ResponseWriter, r *http.Request) *apiErro
 
 func (s *Server) answerQuestion(w http.ResponseWriter, r *http.Request, answers [][]string, reject bool) *apiError {
 	id := r.PathValue("requestID")
+	if q, err := s.st.Question(r.Context(), id); err == nil && !s.sees(r.Context(), q.SessionID) {
+		return questionNotFound(id)
+	}
 	err := s.eng.AnswerQuestion(r.Context(), id, answers, reject)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -276,7 +276,7 @@ func (s *Server) moveSession(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	sess, err := s.st.Session(r.Context(), in.SessionID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && !s.sees(r.Context(), sess.ID) {
 		return named("MoveSessionError", "Session not found: %s", in.SessionID)
 	}
 	if err != nil {

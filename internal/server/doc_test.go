@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/server"
+	"github.com/agentd/agentd/internal/webhook"
 	gitwt "github.com/agentd/agentd/internal/worktree"
 )
 
@@ -50,6 +51,9 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		Security: server.Security{LoopbackOnly: true}, Logger: slog.New(slog.DiscardHandler), WorktreeDir: wtDir, SkillDirs: []string{}}
 	cfg.Engine.Questions = true
 	cfg.Terminals.Enabled = true
+	// Webhooks on, with nothing opened: the fixtures' deliveries fail at
+	// once, refused at dial time, and no request leaves the machine.
+	cfg.Webhooks = webhook.Config{Secret: "doc-test-secret-0123456789"}
 	// An MCP server that cannot be reached, for the MCP routes; clients
 	// may add remote ones.
 	cfg.MCP = map[string]mcp.Server{"doc": {Type: "remote", URL: "http://127.0.0.1:1/", Enabled: new(false), Timeout: 2000}}
@@ -124,6 +128,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		return m
 	}
 	session := func() string { return mustJSON("POST", "/session", `{}`)["id"].(string) }
+	hook := mustJSON("POST", "/webhook", `{"url":"http://localhost:1/hook","events":["run.ended"]}`)["id"].(string)
 	s1 := session()
 	mustJSON("POST", "/session/"+s1+"/message", `{"parts":[{"type":"text","text":"tool:list:{}\nreply:done"}]}`)
 	msgs := call(t, "GET", base+"/session/"+s1+"/message", "", nil)
@@ -179,8 +184,11 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		call(t, "POST", base+"/session/"+session()+"/prompt_async", `{"parts":[{"type":"text","text":`+string(b)+`}]}`, nil)
 	}
 	questions := waitFor("/question", "id", 2)
+	failed := waitFor("/webhook/delivery?state=failed", "id", 1)[0]
 	doomed := session()
 	mover := session()
+	quiet := session()
+	mustJSON("POST", "/key", `{"name":"dockey"}`)
 	ptyID := mustJSON("POST", "/pty", `{"command":"/bin/sh","args":["-c","read x"]}`)["id"].(string)
 	schedID := mustJSON("POST", "/schedule", `{"every":"1h","prompt":"reply:tick","sessionID":"`+s1+`"}`)["id"].(string)
 	// A turn whose message and parts are edited and deleted.
@@ -260,7 +268,16 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /schedule":                              {body: `{"name":"doc","cron":"0 3 * * 1-5","timezone":"Europe/Paris","prompt":"reply:nightly","newSession":true,"agent":"build","model":{"providerID":"agentd","modelID":"scripted"}}`},
 		"GET /schedule/{id}":                          {path: "/schedule/" + schedID},
 		"DELETE /schedule/{id}":                       {path: "/schedule/" + schedID},
+		"POST /key":                                   {body: `{"name":"ci","sessions":"all","budget":{"tokens":1000,"cost":2}}`},
+		"PATCH /key/{id}":                             {path: "/key/dockey", body: `{"budget":{"cost":5}}`},
+		"DELETE /key/{id}":                            {path: "/key/dockey"},
 	}
+	// The webhooks' routes.
+	recipes["POST /webhook"] = recipe{body: `{"url":"https://example.com/hook","sessionID":"` + quiet + `","events":["ask.waiting"]}`}
+	recipes["GET /webhook/{id}"] = recipe{path: "/webhook/" + hook}
+	recipes["DELETE /webhook/{id}"] = recipe{path: "/webhook/" + hook}
+	recipes["GET /webhook/delivery/{id}"] = recipe{path: "/webhook/delivery/" + failed}
+	recipes["POST /webhook/delivery/{id}/retry"] = recipe{path: "/webhook/delivery/" + failed + "/retry"}
 	type route struct{ method, pattern string }
 	var routes []route
 	for pattern, item := range d.Paths {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
@@ -48,7 +49,7 @@ func (s *Server) experimentalSessions(w http.ResponseWriter, r *http.Request) *a
 	if e != nil {
 		return e
 	}
-	q := store.SessionQuery{}
+	q := store.SessionQuery{Owner: access.ListOwner(r.Context())}
 	if qv.Get("directory") != "" || r.Header.Get("x-opencode-directory") != "" {
 		if q.Directory, e = s.directory(r); e != nil {
 			return e

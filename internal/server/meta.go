@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/store"
@@ -330,7 +331,7 @@ func (s *Server) todos(w http.ResponseWriter, r *http.Request) *apiError {
 
 func (s *Server) listChildren(w http.ResponseWriter, r *http.Request) *apiError {
 	return sessionList(s, w, r, "sessions", func(ctx context.Context, id string, limit int) ([]core.Session, error) {
-		all, err := s.st.Sessions(ctx, store.SessionQuery{})
+		all, err := s.st.Sessions(ctx, store.SessionQuery{Owner: access.ListOwner(ctx)})
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,10 @@ type Route struct {
 	Tag         string
 	Handler     http.HandlerFunc
 	Doc         RouteDoc
+	// NotFound answers, in the route's dialect, that a session does not
+	// exist: what an API key is told of a session it may not see (nil:
+	// the v1 answer).
+	NotFound func(w http.ResponseWriter, sessionID string)
 }
 
 // RouteDoc documents a mounted route: its query parameters, the type its

@@ -24,6 +24,9 @@ type promptBody struct {
 	Busy      core.BusyPolicy    `json:"busy"`
 	Variant   string             `json:"variant"`
 	Format    *core.OutputFormat `json:"format"`
+	// CallbackURL is reported (webhook run.ended) when the run that
+	// answers this prompt ends.
+	CallbackURL string `json:"callbackUrl"`
 }
 
 func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
@@ -35,11 +38,16 @@ func (s *Server) admit(r *http.Request) (engine.Admission, *apiError) {
 	if q := r.URL.Query().Get("busy"); q != "" {
 		policy = core.BusyPolicy(q)
 	}
+	forget, e := s.callback(r, &in.MessageID, in.CallbackURL, in.NoReply)
+	if e != nil {
+		return engine.Admission{}, e
+	}
 	adm, err := s.eng.Prompt(r.Context(), r.PathValue("id"), engine.PromptInput{
 		MessageID: in.MessageID, Parts: in.Parts, Model: in.Model, Agent: in.Agent,
 		System: in.System, Policy: policy, NoReply: in.NoReply, Variant: in.Variant, Format: in.Format,
 	})
 	if err != nil {
+		forget()
 		return adm, s.storeErr(err, "session "+r.PathValue("id"))
 	}
 	return adm, nil

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/store"
 )
 
 // opencode's routes for what agentd does not have — its cloud console,
@@ -76,8 +78,8 @@ func (s *Server) warp(w http.ResponseWriter, r *http.Request) *apiError {
 	if !strings.HasPrefix(b.SessionID, core.PrefixSession) {
 		return badRequest("sessionID %q is not a session id", b.SessionID)
 	}
-	if _, err := s.st.Session(r.Context(), b.SessionID); err != nil {
-		return s.storeErr(err, "session "+b.SessionID)
+	if _, err := s.st.Session(r.Context(), b.SessionID); err != nil || !s.sees(r.Context(), b.SessionID) {
+		return s.storeErr(cmp.Or(err, store.ErrNotFound), "session "+b.SessionID)
 	}
 	if id := strings.TrimSpace(string(b.ID)); id != "" && id != "null" {
 		return notFound("workspace %s not found: agentd has no workspaces", id)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentd/agentd/internal/access"
 )
 
 // Security is the access policy of the HTTP API.
@@ -116,6 +118,8 @@ type guard struct {
 	// tickets spends a terminal's connect ticket, reporting whether it was
 	// valid for that terminal.
 	tickets func(ticket, pty string) bool
+	// keys checks bearer tokens (nil: none are accepted).
+	keys *access.Keys
 
 	mu     sync.Mutex
 	failed map[string]*failures
@@ -185,8 +189,8 @@ func (g *guard) forgetOldest(now time.Time) {
 	}
 }
 
-func (s Security) middleware(next http.Handler, tickets func(ticket, pty string) bool) http.Handler {
-	g := &guard{sec: s, now: time.Now, failed: map[string]*failures{}, tickets: tickets}
+func (s Security) middleware(next http.Handler, tickets func(ticket, pty string) bool, keys *access.Keys) http.Handler {
+	g := &guard{sec: s, now: time.Now, failed: map[string]*failures{}, tickets: tickets, keys: keys}
 	return g.handler(next)
 }
 
@@ -209,6 +213,11 @@ func (g *guard) handler(next http.Handler) http.Handler {
 			// refused even where no password is set.
 			if g.tickets == nil || !g.tickets(ticket, id) {
 				writeError(w, ticketRefused(r.URL.Path))
+				return
+			}
+		} else if tok, ok := bearer(r); ok && g.keys != nil {
+			// An API key, beside the password: the request is the key's.
+			if r, ok = g.authenticateKey(w, r, tok); !ok {
 				return
 			}
 		} else if s.Password != "" && !g.authorized(w, r) {
@@ -240,20 +249,27 @@ func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
 		subtle.ConstantTimeCompare([]byte(pass), []byte(g.sec.Password)) == 1 {
 		return true
 	}
-	if ok {
-		delay, refused := g.fail(hostOnly(r.RemoteAddr), g.now())
-		if delay > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((delay+time.Second-1)/time.Second)))
-		}
-		if refused {
-			writeError(w, &apiError{status: http.StatusTooManyRequests, name: "TooManyRequestsError",
-				msg: "too many failed logins from this address; wait for Retry-After before trying again"})
-			return false
-		}
+	if ok && g.loginFailed(w, r) {
+		return false
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="agentd"`)
 	writeError(w, &apiError{status: http.StatusUnauthorized, name: "UnauthorizedError", msg: "authentication required"})
 	return false
+}
+
+// loginFailed counts a failed login of the request's address and sets the
+// Retry-After it earned; true when it was refused (429, answered here)
+// because an earlier failure's delay still runs.
+func (g *guard) loginFailed(w http.ResponseWriter, r *http.Request) bool {
+	delay, refused := g.fail(hostOnly(r.RemoteAddr), g.now())
+	if delay > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((delay+time.Second-1)/time.Second)))
+	}
+	if refused {
+		writeError(w, &apiError{status: http.StatusTooManyRequests, name: "TooManyRequestsError",
+			msg: "too many failed logins from this address; wait for Retry-After before trying again"})
+	}
+	return refused
 }
 
 // cleanPaths answers a path that is not in its clean form (".." or "."

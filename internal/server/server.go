@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
@@ -84,6 +85,12 @@ type Config struct {
 	Terminals pty.Service
 	// Schedules serves the /schedule routes (nil: they answer 503).
 	Schedules *schedule.Scheduler
+	// Callbacks keeps prompts' callbackUrl (nil: a prompt that carries
+	// one is refused).
+	Callbacks Callbacks
+	// Keys are the API keys: bearer tokens authenticate beside the
+	// password, and a key sees only what it may (nil: no keys).
+	Keys *access.Keys
 }
 
 // NodeInfo describes the node serving the API: its id, its database kind
@@ -238,6 +245,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	}
 	s.routes = append(s.routes, s.projectRoutes()...)
 	s.routes = append(s.routes, s.ptyRoutes()...)
+	s.routes = append(s.routes, s.keyRoutes()...)
 	s.routes = append(s.routes, s.restRoutes()...)
 	s.routes = append(s.routes, s.scheduleRoutes()...)
 	s.mux = http.NewServeMux()
@@ -263,8 +271,8 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	// (loopback and Origin checks, basic auth).
 	// The page is /ui (paths with a trailing slash are refused, see
 	// cleanPaths); its files are under /ui/.
-	s.mux.Handle("GET /ui", ui.Handler("/ui"))
-	s.mux.Handle("GET /ui/", ui.Handler("/ui"))
+	s.mux.Handle("GET /ui", ui.Handler("/ui", s.uiInitial))
+	s.mux.Handle("GET /ui/", ui.Handler("/ui", s.uiInitial))
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui", http.StatusFound)
 	})
@@ -284,8 +292,9 @@ func (s *Server) dispatch(rts []route) http.Handler {
 	}
 	sort.Strings(allow)
 	handlers := make([]func(http.ResponseWriter, *http.Request) *apiError, len(rts))
+	gates := make([]gate, len(rts))
 	for i, rt := range rts {
-		handlers[i] = s.traced(rt, rt.h)
+		handlers[i], gates[i] = s.traced(rt, rt.h), s.gateOf(rt)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for i, rt := range rts {
@@ -293,6 +302,9 @@ func (s *Server) dispatch(rts []route) http.Handler {
 				if !longRoute(rt) {
 					// A client that stops reading cannot hold a handler.
 					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+				}
+				if !s.gatePass(w, r, gates[i]) {
+					return
 				}
 				if e := handlers[i](w, r); e != nil {
 					writeError(w, e)
@@ -321,7 +333,7 @@ func longRoute(rt route) bool {
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = s.mux
 	h = s.readBody(h)
-	h = s.cfg.Security.middleware(h, s.consumeTicket)
+	h = s.cfg.Security.middleware(h, s.consumeTicket, s.cfg.Keys)
 	h = cleanPaths(h)
 	h = s.recoverPanics(h)
 	if s.cfg.AccessLog {

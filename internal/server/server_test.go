@@ -322,6 +322,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
 	// Schedules (schedules.go).
 	want = append(want, "POST /schedule", "GET /schedule", "GET /schedule/{id}", "DELETE /schedule/{id}")
+	// The webhooks' routes (package webhook).
+	want = append(want, "POST /webhook", "GET /webhook", "GET /webhook/{id}", "DELETE /webhook/{id}", "GET /webhook/delivery",
+		"GET /webhook/delivery/{id}", "POST /webhook/delivery/{id}/retry")
+	// The API keys (keys.go).
+	want = append(want, "GET /key", "POST /key", "PATCH /key/{id}", "DELETE /key/{id}")
 	sort.Strings(want)
 
 	if diff := cmp.Diff(want, ops); diff != "" {

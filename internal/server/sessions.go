@@ -11,9 +11,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
+	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 )
+
+// budgetOf is the budget a session gets from caps a client set: nil when
+// they cap nothing, else the caps with what the session spent.
+func budgetOf(caps core.Budget, sess core.Session) *core.Budget {
+	if caps.Tokens == 0 && caps.Cost == 0 {
+		return nil
+	}
+	b := &core.Budget{Tokens: caps.Tokens, Cost: caps.Cost}
+	b.Note(sess.Tokens, sess.Cost)
+	return b
+}
 
 func queryInt(r *http.Request, name string, def, lo, hi int) (int, *apiError) {
 	v := r.URL.Query().Get(name)
@@ -42,7 +55,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) *apiError 
 	}
 	roots := qv.Get("roots") == "true"
 	search := strings.ToLower(qv.Get("search"))
-	q := store.SessionQuery{}
+	q := store.SessionQuery{Owner: access.ListOwner(r.Context())}
 	if c := qv.Get("cursor"); c != "" {
 		at, id, ok := strings.Cut(c, ".")
 		n, err := strconv.ParseInt(at, 10, 64)
@@ -114,7 +127,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 		ID: core.NewID(core.PrefixSession, true), ProjectID: "global", Directory: dir,
 		Title:   core.DefaultTitle(now),
 		Version: s.cfg.Version, Metadata: in.Metadata,
-		Time: core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()},
+		Time:  core.SessionTime{Created: now.UnixMilli(), Updated: now.UnixMilli()},
+		Owner: access.Owner(r.Context()),
 	}
 	sess.Slug = core.Slug(sess.ID)
 	if e := validRules(in.Permission); e != nil {
@@ -143,8 +157,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) *apiError
 	}
 	err := s.st.Tx(r.Context(), func(tx store.Tx) error {
 		if in.ParentID != nil && *in.ParentID != "" {
-			if _, err := tx.Session(r.Context(), *in.ParentID); err != nil {
-				if errors.Is(err, store.ErrNotFound) {
+			if _, err := tx.Session(r.Context(), *in.ParentID); err != nil || !s.sees(r.Context(), *in.ParentID) {
+				if err == nil || errors.Is(err, store.ErrNotFound) {
 					return badRequest("parentID: session %s does not exist", *in.ParentID)
 				}
 				return err
@@ -177,10 +191,12 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// updateSessionBody is what PATCH /session/{id} changes.
+// updateSessionBody is what PATCH /session/{id} changes. Budget caps the
+// session's spend (agentd's own; {} or zero figures lift the caps).
 type updateSessionBody struct {
 	Title    *string        `json:"title"`
 	Metadata map[string]any `json:"metadata"`
+	Budget   *core.Budget   `json:"budget"`
 }
 
 func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError {
@@ -197,18 +213,30 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 	if e := checkMetadata(in.Metadata); e != nil {
 		return e
 	}
+	if in.Budget != nil {
+		if err := budget.Valid(*in.Budget); err != nil {
+			return badRequest("%v", err)
+		}
+	}
 	id := r.PathValue("id")
 	var out core.Session
+	var refused *apiError
 	err := s.st.Tx(r.Context(), func(tx store.Tx) error {
 		sess, err := tx.Session(r.Context(), id)
 		if err != nil {
 			return err
+		}
+		if refused = keyMayBudget(r.Context(), in.Budget, sess.Budget); refused != nil {
+			return refused
 		}
 		if in.Title != nil {
 			sess.Title = *in.Title
 		}
 		if in.Metadata != nil {
 			sess.Metadata = in.Metadata
+		}
+		if in.Budget != nil {
+			sess.Budget = budgetOf(*in.Budget, sess)
 		}
 		sess.Time.Updated = time.Now().UnixMilli()
 		if err := tx.UpdateSession(r.Context(), sess); err != nil {
@@ -218,11 +246,25 @@ func (s *Server) updateSession(w http.ResponseWriter, r *http.Request) *apiError
 		err = tx.AppendEvent(r.Context(), core.MustEvent(sess.ID, core.EventSessionUpdated, core.SessionProps{SessionID: sess.ID, Info: sess}))
 		return err
 	})
+	if refused != nil {
+		return refused
+	}
 	if err != nil {
 		return s.storeErr(err, "session "+id)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// keyMayBudget refuses a key's change of a session's budget that raises
+// or lifts a cap: the caps bind the key (it may set them where there are
+// none, or lower them); the operator changes them as it likes.
+func keyMayBudget(ctx context.Context, next, prev *core.Budget) *apiError {
+	if next == nil || prev == nil || access.CallerOf(ctx) == nil || budget.Within(*next, *prev) {
+		return nil
+	}
+	return &apiError{status: http.StatusForbidden, name: "ForbiddenError",
+		msg: "an API key may lower a session's budget, not raise or lift it: ask the operator"}
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) *apiError {

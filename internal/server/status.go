@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/core"
 )
 
@@ -17,6 +18,9 @@ import (
 // in opencode's strict status shape.
 func (s *Server) listStatus(w http.ResponseWriter, r *http.Request) *apiError {
 	m, err := s.st.ActiveStatuses(r.Context())
+	if err == nil {
+		m, err = access.VisibleMap(r.Context(), s.cfg.Keys, m)
+	}
 	if err != nil {
 		return s.storeErr(err, "status")
 	}
@@ -67,6 +71,9 @@ func appendJSONString(b []byte, s string) []byte {
 // status (run id, since, phase).
 func (s *Server) listActive(w http.ResponseWriter, r *http.Request) *apiError {
 	m, err := s.st.ActiveStatuses(r.Context())
+	if err == nil {
+		m, err = access.VisibleMap(r.Context(), s.cfg.Keys, m)
+	}
 	if err != nil {
 		return s.storeErr(err, "status")
 	}

@@ -17,8 +17,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sessionID string
 			return s.storeErr(err, "session "+sessionID)
 		}
 	}
-	err = s.hub.Stream(r.Context(), w, s.st.EventBounds, events.StreamOptions{
+	// A key's stream ends with the key's revocation.
+	ctx, stop := s.cfg.Keys.Watch(r.Context())
+	defer stop()
+	err = s.hub.Stream(ctx, w, s.st.EventBounds, events.StreamOptions{
 		After: after, HasCursor: ok, SessionID: sessionID, Heartbeat: s.cfg.Heartbeat, Wrap: wrap,
+		Filter: s.cfg.Keys.EventFilter(r.Context()),
 	})
 	if err != nil && r.Context().Err() == nil {
 		s.log.Debug("event stream ended", "err", err)

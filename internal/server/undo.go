@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/snapshot"
@@ -102,7 +103,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) *apiError {
 		return badRequest("messageID: %q is not a message id (msg_…)", in.MessageID)
 	}
 	id := r.PathValue("id")
-	sess, err := s.eng.Fork(r.Context(), id, in.MessageID)
+	sess, err := s.eng.Fork(r.Context(), id, in.MessageID, access.Owner(r.Context()))
 	if err != nil {
 		return s.undoErr(err, id)
 	}

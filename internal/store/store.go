@@ -37,6 +37,8 @@ type SessionQuery struct {
 	// time with a greater id.
 	AfterUpdated int64
 	AfterID      string
+	// Owner, when set, keeps only the sessions made through that API key.
+	Owner string
 }
 
 // MessageQuery pages through a session's messages.
@@ -148,6 +150,7 @@ type Reader interface {
 	// RevertJournals lists the reverts in progress that expire before
 	// the given time (epoch ms), oldest expiry first.
 	RevertJournals(ctx context.Context, expiresBefore int64) ([]RevertJournal, error)
+	KeyReader
 }
 
 // Tx is a write transaction. Writes become visible, and appended events
@@ -228,6 +231,7 @@ type Tx interface {
 	// the same session follow each other. Decisions about a session's runs
 	// (admit, claim, end) and writes of its messages take it.
 	LockSession(ctx context.Context, id string) error
+	KeyWriter
 }
 
 // Store is a durable agentd store.

@@ -4,6 +4,7 @@
 package ui
 
 import (
+	"bytes"
 	"embed"
 	"io/fs"
 	"net/http"
@@ -15,8 +16,10 @@ var files embed.FS
 
 // Handler serves the dashboard's page at prefix (e.g. "/ui") and its files
 // under prefix + "/". The page may load nothing but its own files and talk
-// to nothing but its own origin.
-func Handler(prefix string) http.Handler {
+// to nothing but its own origin. initial, when not nil, gives the JSON the
+// page carries inline for its first view (see the server's uiInitial); it
+// must be safe inside a <script> element.
+func Handler(prefix string, initial func(*http.Request) []byte) http.Handler {
 	sub, err := fs.Sub(files, "static")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
@@ -35,6 +38,12 @@ func Handler(prefix string) http.Handler {
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
+			}
+			if initial != nil {
+				if data := initial(r); data != nil {
+					b = bytes.Replace(b, []byte(`<script type="application/json" id="initial"></script>`),
+						append(append([]byte(`<script type="application/json" id="initial">`), data...), "</script>"...), 1)
+				}
 			}
 			hdr.Set("Content-Type", "text/html; charset=utf-8")
 			_, _ = w.Write(b)

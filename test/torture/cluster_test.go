@@ -72,6 +72,13 @@ func startCluster(t *testing.T, nodes int) *cluster {
 // (a repeated flag's last value wins).
 func startClusterOn(t *testing.T, nodes int, url string, extra ...string) *cluster {
 	t.Helper()
+	return startClusterWith(t, nodes, url, "", extra...)
+}
+
+// startClusterWith is startClusterOn with more top-level keys of
+// agentd.json (config starts with a comma), then flags.
+func startClusterWith(t *testing.T, nodes int, url, config string, flags ...string) *cluster {
+	t.Helper()
 	cl := &cluster{url: url, dir: t.TempDir()}
 	ws := filepath.Join(cl.dir, "ws")
 	os.MkdirAll(ws, 0o755)
@@ -81,7 +88,7 @@ func startClusterOn(t *testing.T, nodes int, url string, extra ...string) *clust
 	t.Cleanup(hs.Close)
 	cfgPath := filepath.Join(cl.dir, "agentd.json")
 	os.WriteFile(cfgPath, []byte(`{"model":"fake/fake-model","provider":{"fake":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"`+hs.URL+`/v1"}}},
-		"permission":{"bash":{"*":"allow","echo asked*":"ask"},"external_directory":"allow"}}`), 0o644)
+		"permission":{"bash":{"*":"allow","echo asked*":"ask"},"external_directory":"allow"}`+config+`}`), 0o644)
 	cl.logPath = filepath.Join(cl.dir, "agentd.log")
 	logFile, _ := os.Create(cl.logPath)
 	t.Cleanup(func() {
@@ -96,7 +103,7 @@ func startClusterOn(t *testing.T, nodes int, url string, extra ...string) *clust
 		srv := &server{t: t, bin: bin, dir: ws, url: "http://127.0.0.1:" + strconv.Itoa(port), logFile: logFile,
 			args: []string{"serve", "--port", strconv.Itoa(port), "--db", cl.url, "--config", cfgPath, "--log-level", "info",
 				"--node", "node" + strconv.Itoa(i), "--lease-ttl", clusterTTL.String(), "--lease-renew", "500ms"}}
-		srv.args = append(srv.args, extra...)
+		srv.args = append(srv.args, flags...)
 		srv.start()
 		t.Cleanup(srv.stop)
 		cl.srvs = append(cl.srvs, srv)

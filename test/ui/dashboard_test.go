@@ -43,7 +43,8 @@ type agentd struct {
 	cmd  *exec.Cmd
 }
 
-func startAgentd(t *testing.T) *agentd {
+// startAgentd starts agentd with the given flags after its own.
+func startAgentd(t *testing.T, flags ...string) *agentd {
 	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -58,7 +59,7 @@ func startAgentd(t *testing.T) *agentd {
 	}
 	t.Cleanup(func() { log.Close() })
 	a := &agentd{t: t, dir: dir, log: log, url: "http://127.0.0.1:" + strconv.Itoa(port),
-		args: []string{"serve", "--port", strconv.Itoa(port), "--db", filepath.Join(dir, "agentd.db")}}
+		args: append([]string{"serve", "--port", strconv.Itoa(port), "--db", filepath.Join(dir, "agentd.db")}, flags...)}
 	a.start()
 	t.Cleanup(a.stop)
 	return a

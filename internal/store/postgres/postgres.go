@@ -17,9 +17,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -119,7 +116,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", storageError(err))
 	}
-	if err := migrate(ctx, db, schema); err != nil {
+	if err := migrate(ctx, db, schema, migrations); err != nil {
 		db.Close()
 		return nil, storageError(err)
 	}
@@ -171,7 +168,7 @@ func migrationLock(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-func migrate(ctx context.Context, db *sql.DB, schema string) error {
+func migrate(ctx context.Context, db *sql.DB, schema string, fsys fs.FS) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -195,42 +192,67 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	} else if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	return applyMigrations(ctx, conn, fsys, version)
+}
+
+// applyMigrations applies every migration file of fsys the schema has not
+// applied, each in its own transaction, in order of number, whatever the
+// numbers it applied before (see sqlstore.MigrationsTable); agentd_schema
+// keeps the newest number applied.
+func applyMigrations(ctx context.Context, conn *sql.Conn, fsys fs.FS, version int) error {
+	var recorded bool
+	if err := conn.QueryRowContext(ctx, `SELECT to_regclass('agentd_migrations') IS NOT NULL`).Scan(&recorded); err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	files, err := sqlstore.ReadMigrations(fsys, "migrations")
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: bad name", name)
-		}
-		if n <= version {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
+	plan, err := sqlstore.PlanMigrations(ctx, conn, files, version, recorded)
+	if err != nil {
+		return err
+	}
+	if !recorded {
+		// The record and its seed in one transaction: a record without
+		// its seed would have every migration applied again.
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("migration %d: %w", n, err)
+			return fmt.Errorf("record migrations: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		if err := dialect.RecordMigrations(ctx, tx, plan.Seed...); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("migration %d: %w", n, err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE agentd_schema SET version = $1`, n); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migration %d: %w", n, err)
+			return err
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("migration %d: %w", n, err)
+			return fmt.Errorf("record migrations: %w", err)
 		}
-		version = n
 	}
-	if newest := lastMigration(names); version > newest {
-		return fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, newest)
+	for _, m := range plan.Pending {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migration %d: %w", m.N, err)
+		}
+		version = max(version, m.N)
+		if err := applyOne(ctx, tx, m, version); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %d: %w", m.N, err)
+		}
+	}
+	return nil
+}
+
+func applyOne(ctx context.Context, tx *sql.Tx, m sqlstore.Migration, version int) error {
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return fmt.Errorf("migration %d: %w", m.N, err)
+	}
+	if err := dialect.RecordMigrations(ctx, tx, m.N); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE agentd_schema SET version = $1`, version); err != nil {
+		return fmt.Errorf("migration %d: %w", m.N, err)
 	}
 	return nil
 }
@@ -453,16 +475,4 @@ var dialect = &sqlstore.Dialect{
 		err := q.QueryRowContext(ctx, `SELECT seq FROM event_head`).Scan(&seq)
 		return seq, err
 	},
-}
-
-// lastMigration is the highest migration number: numbers are reserved
-// per branch of development, so the files may have gaps.
-func lastMigration(names []string) int {
-	last := 0
-	for _, name := range names {
-		if n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0]); err == nil && n > last {
-			last = n
-		}
-	}
-	return last
 }

@@ -8,14 +8,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +137,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	// A database that took a migration has just been written; one that
 	// did not is probed, so that one that cannot be written fails here.
-	wrote, err := migrate(ctx, w)
+	wrote, err := migrate(ctx, w, migrations)
 	if err == nil {
 		err = refreshStatuses(ctx, w)
 	}
@@ -220,58 +216,6 @@ func probeWrite(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	return tx.Commit()
-}
-
-func migrate(ctx context.Context, db *sql.DB) (wrote bool, err error) {
-	var version int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return false, fmt.Errorf("read schema version: %w", err)
-	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return false, err
-	}
-	sort.Strings(names)
-	if newest := lastMigration(names); len(names) > 0 && version > newest {
-		return false, fmt.Errorf("database schema version %d is newer than this agentd (%d)", version, newest)
-	}
-	// The pending migrations go in one transaction: a new database costs
-	// one commit (its fsync is milliseconds of a cold start) rather than one per
-	// migration, and an upgrade applies wholly or not at all.
-	var tx *sql.Tx
-	for _, name := range names {
-		n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0])
-		if err != nil {
-			return false, fmt.Errorf("migration %s: bad name", name)
-		}
-		if n <= version {
-			continue
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return false, err
-		}
-		if tx == nil {
-			if tx, err = db.BeginTx(ctx, nil); err != nil {
-				return false, fmt.Errorf("migration %d: %w", n, err)
-			}
-			defer tx.Rollback()
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			return false, fmt.Errorf("migration %d: %w", n, err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", n)); err != nil {
-			return false, fmt.Errorf("migration %d: %w", n, err)
-		}
-		version = n
-	}
-	if tx == nil {
-		return false, nil
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("migrations to %d: %w", version, err)
-	}
-	return true, nil
 }
 
 // SetCommitHook implements store.Store.
@@ -574,16 +518,4 @@ var dialect = &sqlstore.Dialect{
 		}
 		return seq.Int64, err
 	},
-}
-
-// lastMigration is the highest migration number: numbers are reserved
-// per branch of development, so the files may have gaps.
-func lastMigration(names []string) int {
-	last := 0
-	for _, name := range names {
-		if n, err := strconv.Atoi(strings.SplitN(filepath.Base(name), "_", 2)[0]); err == nil && n > last {
-			last = n
-		}
-	}
-	return last
 }

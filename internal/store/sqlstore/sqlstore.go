@@ -161,14 +161,18 @@ func (r Reader) one(ctx context.Context, v any, what, q string, args ...any) err
 	return nil
 }
 
-// decodeSessions reads rows of (data, granted): the rules granted by
-// "always" answers are agentd's own and kept beside the opencode JSON.
+// sessionCols are the columns decodeSessions reads.
+const sessionCols = `data, granted, owner_key`
+
+// decodeSessions reads rows of sessionCols: the rules granted by "always"
+// answers and the key that owns the session are agentd's own and kept
+// beside the opencode JSON.
 func decodeSessions(rows *sql.Rows) ([]core.Session, error) {
 	defer rows.Close()
 	var out []core.Session
 	for rows.Next() {
-		var data, granted string
-		if err := rows.Scan(&data, &granted); err != nil {
+		var data, granted, owner string
+		if err := rows.Scan(&data, &granted, &owner); err != nil {
 			return nil, fmt.Errorf("scan sessions: %w", err)
 		}
 		var s core.Session
@@ -180,6 +184,7 @@ func decodeSessions(rows *sql.Rows) ([]core.Session, error) {
 				return nil, fmt.Errorf("decode granted rules: %w", err)
 			}
 		}
+		s.Owner = owner
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -190,7 +195,7 @@ func decodeSessions(rows *sql.Rows) ([]core.Session, error) {
 
 // Session implements store.Reader.
 func (r Reader) Session(ctx context.Context, id string) (core.Session, error) {
-	rows, err := r.query(ctx, `SELECT data, granted FROM sessions WHERE id = ?`, id)
+	rows, err := r.query(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
 	if err != nil {
 		return core.Session{}, fmt.Errorf("get session: %w", err)
 	}
@@ -206,11 +211,16 @@ func (r Reader) Session(ctx context.Context, id string) (core.Session, error) {
 
 // Sessions implements store.Reader.
 func (r Reader) Sessions(ctx context.Context, q store.SessionQuery) ([]core.Session, error) {
-	sqlq := `SELECT data, granted FROM sessions WHERE 1=1`
+	sqlq := `SELECT ` + sessionCols + ` FROM sessions WHERE 1=1`
 	var args []any
 	if q.Directory != "" {
 		sqlq += ` AND directory = ?`
 		args = append(args, q.Directory)
+	}
+	if q.Owner != "" {
+		// The literal condition lets SQLite use the partial index.
+		sqlq += ` AND owner_key = ? AND owner_key <> ''`
+		args = append(args, q.Owner)
 	}
 	if q.AfterID != "" {
 		sqlq += ` AND (updated_ms < ? OR updated_ms = ? AND id > ?)`

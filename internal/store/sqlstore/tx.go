@@ -84,8 +84,8 @@ func (t *Tx) InsertSession(ctx context.Context, s core.Session) error {
 		return err
 	}
 	if !t.D.StatusColumn {
-		return t.insert(ctx, "session", `INSERT INTO sessions (id, directory, created_ms, updated_ms, data, granted) VALUES (?, ?, ?, ?, ?, ?)`,
-			s.ID, s.Directory, s.Time.Created, s.Time.Updated, data, granted)
+		return t.insert(ctx, "session", `INSERT INTO sessions (id, directory, created_ms, updated_ms, data, granted, owner_key) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, s.Directory, s.Time.Created, s.Time.Updated, data, granted, s.Owner)
 	}
 	// A new session has no runs: its status is known and stored with it.
 	// Left unset, every read derived it, and the next start-up rewrote
@@ -94,9 +94,9 @@ func (t *Tx) InsertSession(ctx context.Context, s core.Session) error {
 	if err != nil {
 		return err
 	}
-	return t.insert(ctx, "session", `INSERT INTO sessions (id, directory, created_ms, updated_ms, data, granted, status, status_rule, active)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)`,
-		s.ID, s.Directory, s.Time.Created, s.Time.Updated, data, granted, status, core.StatusRule)
+	return t.insert(ctx, "session", `INSERT INTO sessions (id, directory, created_ms, updated_ms, data, granted, owner_key, status, status_rule, active)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)`,
+		s.ID, s.Directory, s.Time.Created, s.Time.Updated, data, granted, s.Owner, status, core.StatusRule)
 }
 
 func encodeRules(rules []core.Rule) (string, error) {

@@ -52,11 +52,16 @@ func Exercise(t *testing.T, open Opener) {
 		"EventsBoundedByBytes":  testEventsByBytes,
 		"Todos":                 testTodos,
 		"RevertJournal":         testRevertJournal,
+		"APIKeys":               testAPIKeys,
 		"RetireMessage":         testRetireMessage,
 		"RetirePart":            testRetirePart,
 		"KeepPart":              testKeepPart,
 		"Schedules":             testSchedules,
 		"ScheduleClaimRace":     testScheduleClaimRace,
+		"WebhookSubscriptions":  testWebhookSubscriptions,
+		"WebhookCallbacks":      testWebhookCallbacks,
+		"WebhookDeliveries":     testWebhookDeliveries,
+		"WebhookClaimsOnce":     testWebhookClaimsOnce,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -7,17 +7,16 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
 	"golang.org/x/net/html"
 
+	"github.com/agentd/agentd/internal/netguard"
 	"github.com/agentd/agentd/internal/tool"
 )
 
@@ -65,9 +64,6 @@ const (
 	maxRedirects    = 10
 )
 
-// errRefusedAddress marks a connection refused by the address check.
-var errRefusedAddress = errors.New("address refused")
-
 // Run implements tool.Tool.
 func (w WebFetch) Run(ctx context.Context, call tool.Call) (tool.Result, error) {
 	var in struct {
@@ -108,8 +104,8 @@ func (w WebFetch) Run(ctx context.Context, call tool.Call) (tool.Result, error) 
 	resp, err := w.client().Do(req)
 	if err != nil {
 		switch {
-		case errors.Is(err, errRefusedAddress):
-			return tool.Errorf(fmt.Sprintf("fetch %s: %v", in.URL, unwrapRefusal(err))), nil
+		case errors.Is(err, netguard.ErrRefused):
+			return tool.Errorf(fmt.Sprintf("fetch %s: %v", in.URL, netguard.AsRefusal(err))), nil
 		case ctx.Err() != nil && context.Cause(ctx) == context.DeadlineExceeded:
 			return tool.Errorf(fmt.Sprintf("fetch %s: no answer within %s", in.URL, wait)), nil
 		}
@@ -150,9 +146,7 @@ func (w WebFetch) Run(ctx context.Context, call tool.Call) (tool.Result, error) 
 
 // client builds the HTTP client whose every connection is checked.
 func (w WebFetch) client() *http.Client {
-	d := &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
-		return w.check(address)
-	}}
+	d := netguard.Guard{Allow: w.Allow, Key: "agentd.webfetch.allow"}.Dialer(10 * time.Second)
 	return &http.Client{
 		// No proxy from the environment: the address checked must be the
 		// one connected to.
@@ -169,44 +163,6 @@ func (w WebFetch) client() *http.Client {
 		},
 	}
 }
-
-// refusal says why an address was refused.
-type refusal struct{ addr netip.Addr }
-
-func (r *refusal) Error() string {
-	return fmt.Sprintf("%s is on this machine or a private network; the operator's agentd.webfetch.allow must list it", r.addr)
-}
-
-func (r *refusal) Unwrap() error { return errRefusedAddress }
-
-func unwrapRefusal(err error) error {
-	var r *refusal
-	if errors.As(err, &r) {
-		return r
-	}
-	return err
-}
-
-// check refuses the addresses a fetch must not reach unless allowed.
-func (w WebFetch) check(address string) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("address %q: %w", address, err)
-	}
-	ip := ap.Addr().Unmap()
-	for _, p := range w.Allow {
-		if p.Contains(ip) {
-			return nil
-		}
-	}
-	if !ip.IsGlobalUnicast() || ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || sharedAddressSpace.Contains(ip) {
-		return &refusal{ip}
-	}
-	return nil
-}
-
-// sharedAddressSpace is carrier-grade NAT (RFC 6598), private in practice.
-var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 
 // htmlText returns the text a reader sees: script, style and the like
 // left out, blocks on lines of their own.

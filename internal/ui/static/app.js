@@ -189,8 +189,88 @@ const state = {
   sessions: new Map(), // id → session
   status: new Map(), // id → agentd's full status (with last outcome)
   permissions: new Map(), // id → pending permission request
+  questions: new Map(), // id → pending question request
+  defaultModel: "", // the server's default model, for sessions that chose none
   view: null,
 };
+
+// loadSessions reads the newest sessions and their statuses (which carry
+// each one's last outcome) into state.
+async function loadSessions() {
+  const list = await api("GET", "/session?limit=200");
+  for (const s of list) state.sessions.set(s.id, s);
+  await Promise.all(list.slice(0, 100).map(async (s) => {
+    try { state.status.set(s.id, await api("GET", `/session/${encodeURIComponent(s.id)}/status`)); } catch { /* deleted meanwhile */ }
+  }));
+}
+
+// takeInitial fills state from the sessions and statuses the page carries
+// inline (the server writes them into it), once: the first view draws
+// from them at once, before the page's load event.
+function takeInitial() {
+  const el = document.getElementById("initial");
+  const text = el?.textContent;
+  el?.remove();
+  if (!text) return false;
+  try {
+    const data = JSON.parse(text);
+    for (const s of data.sessions || []) state.sessions.set(s.id, s);
+    for (const [id, st] of Object.entries(data.status || {})) state.status.set(id, st);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// needsMe counts what waits for a person: asks and questions nobody
+// answered, sessions retrying, sessions whose last run failed.
+function needsMe() {
+  let retrying = 0, failed = 0;
+  for (const [id, st] of state.status) {
+    if (!state.sessions.has(id)) continue;
+    if (st.type === "retry") retrying++;
+    else if (st.type === "idle" && st.last?.outcome === "failed") failed++;
+  }
+  return { asks: state.permissions.size + state.questions.size, retrying, failed };
+}
+
+function updateNeedsMe() {
+  const el = document.getElementById("attention-count");
+  if (!el) return;
+  const n = needsMe();
+  const total = n.asks + n.retrying + n.failed;
+  el.textContent = total ? String(total) : "";
+  el.dataset.count = String(total);
+  el.hidden = !total;
+}
+
+async function deleteSession(id, title) {
+  if (!confirm(`Delete the session "${title || id}" and its transcript? This cannot be undone.`)) return false;
+  try {
+    await api("DELETE", `/session/${encodeURIComponent(id)}`);
+    state.sessions.delete(id);
+    state.status.delete(id);
+    return true;
+  } catch (e) {
+    notice(`Delete: ${e.message}`);
+    return false;
+  }
+}
+
+function sumTokens(t) {
+  if (!t) return 0;
+  return (t.input || 0) + (t.output || 0) + (t.reasoning || 0) + (t.cache?.read || 0) + (t.cache?.write || 0);
+}
+
+// inState says for how long a session has been in its status: busy since
+// its run started, idle since its last run ended; a retry says when the
+// next attempt is.
+function inState(st, now) {
+  if (!st) return "";
+  if (st.type === "retry") return st.next ? `next try ${st.next > now ? "in " + fmtDuration(st.next - now) : "now"}` : "";
+  if (st.type === "busy") return st.since ? fmtDuration(now - st.since) : "";
+  return st.last?.time ? `${fmtDuration(now - st.last.time)} ago` : "";
+}
 
 const statusTimers = new Map();
 
@@ -210,8 +290,9 @@ function refreshStatus(id, delay = 60) {
 }
 
 async function loadPermissions() {
-  const list = await api("GET", "/permission");
-  state.permissions = new Map(list.map((p) => [p.id, p]));
+  const [perms, questions] = await Promise.all([api("GET", "/permission"), api("GET", "/question")]);
+  state.permissions = new Map(perms.map((p) => [p.id, p]));
+  state.questions = new Map(questions.map((q) => [q.id, q]));
 }
 
 function onEvent(ev) {
@@ -238,9 +319,17 @@ function onEvent(ev) {
     case "permission.replied":
       state.permissions.delete(p.requestID || p.permissionID || p.id);
       break;
+    case "question.asked":
+      if (p.id) state.questions.set(p.id, p);
+      break;
+    case "question.replied":
+    case "question.rejected":
+      state.questions.delete(p.requestID || p.id);
+      break;
   }
   state.view?.onEvent?.(ev);
   state.view?.changed?.();
+  updateNeedsMe();
 }
 
 function statusBadge(st) {
@@ -260,20 +349,23 @@ function outcomeBadge(outcome, reason) {
 
 class SessionsView {
   constructor() {
-    this.filterDir = "";
+    this.search = "";
     this.filterStatus = "";
   }
 
   async mount(root) {
     this.root = root;
-    const list = await api("GET", "/session?limit=200");
-    for (const s of list) state.sessions.set(s.id, s);
-    // Statuses carry the last outcome; read them for the sessions shown.
-    await Promise.all(list.slice(0, 100).map(async (s) => {
-      try { state.status.set(s.id, await api("GET", `/session/${encodeURIComponent(s.id)}/status`)); } catch { /* deleted meanwhile */ }
-    }));
+    if (!takeInitial()) await loadSessions();
+    updateNeedsMe();
     this.render();
+    // Times in state move on without events.
+    this.tick = setInterval(() => {
+      const now = Date.now();
+      for (const el of this.root.querySelectorAll("[data-testid=in-state]")) el.textContent = inState(state.status.get(el.dataset.id), now);
+    }, 1000);
   }
+
+  unmount() { clearInterval(this.tick); }
 
   changed() { this.schedule(); }
 
@@ -283,8 +375,8 @@ class SessionsView {
   }
 
   render() {
-    const dir = h("input", { placeholder: "filter by directory", value: this.filterDir, dataset: { testid: "filter-dir" },
-      oninput: (e) => { this.filterDir = e.target.value; this.renderTable(); } });
+    const dir = h("input", { type: "search", placeholder: "search title, id or directory", value: this.search, dataset: { testid: "search" },
+      oninput: (e) => { this.search = e.target.value; this.renderTable(); } });
     const st = h("select", { dataset: { testid: "filter-status" }, onchange: (e) => { this.filterStatus = e.target.value; this.renderTable(); } },
       ...["", "busy", "retry", "idle"].map((v) => h("option", { value: v, selected: v === this.filterStatus }, v || "any status")));
     const title = h("input", { placeholder: "title (optional)", dataset: { testid: "new-title" } });
@@ -310,11 +402,13 @@ class SessionsView {
 
   renderTable() {
     if (!this.table) return;
-    const key = JSON.stringify([this.filterDir, this.filterStatus, [...state.sessions.values()], [...state.status.entries()]]);
+    const key = JSON.stringify([this.search, this.filterStatus, state.defaultModel, [...state.sessions.values()], [...state.status.entries()]]);
     if (key === this.key) return;
     this.key = key;
+    const q = this.search.trim().toLowerCase();
+    const now = Date.now();
     const rows = [...state.sessions.values()]
-      .filter((s) => !this.filterDir || (s.directory || "").includes(this.filterDir))
+      .filter((s) => !q || [s.title, s.id, s.directory].some((f) => (f || "").toLowerCase().includes(q)))
       .filter((s) => !this.filterStatus || (state.status.get(s.id)?.type || "idle") === this.filterStatus)
       .sort((a, b) => (b.time?.updated || 0) - (a.time?.updated || 0));
     const body = rows.map((s) => {
@@ -322,12 +416,18 @@ class SessionsView {
       return h("tr", { class: "link", dataset: { testid: "session-row", id: s.id }, onclick: () => { location.hash = `#/session/${s.id}`; } },
         h("td", {}, s.title || h("span", { class: "muted" }, "(untitled)"), s.parentID ? h("span", { class: "muted" }, " · subagent") : ""),
         h("td", { class: "mono muted" }, short(s.directory, 50)),
-        h("td", {}, statusBadge(st)),
+        h("td", {}, statusBadge(st), " ", h("span", { class: "muted", dataset: { testid: "in-state", id: s.id } }, inState(st, now))),
+        h("td", { class: "mono muted", dataset: { testid: "model" } }, s.model ? `${s.model.providerID}/${s.model.id}` :
+          state.defaultModel ? h("span", { title: "the server's default model" }, `${state.defaultModel} (default)`) : ""),
+        h("td", { class: "mono", dataset: { testid: "tokens" } }, sumTokens(s.tokens) || ""),
+        h("td", { class: "mono", dataset: { testid: "cost" } }, s.cost ? `$${s.cost.toFixed(4)}` : ""),
         h("td", {}, outcomeBadge(st?.last?.outcome, st?.last?.reason)),
-        h("td", { class: "muted" }, fmtTime(s.time?.updated)));
+        h("td", { class: "muted" }, fmtTime(s.time?.updated)),
+        h("td", {}, h("button", { class: "danger small", title: "Delete this session", dataset: { testid: "delete-session" },
+          onclick: async (e) => { e.stopPropagation(); if (await deleteSession(s.id, s.title)) { this.key = null; this.renderTable(); updateNeedsMe(); } } }, "Delete")));
     });
     this.table.replaceChildren(rows.length ? h("table", {},
-      h("thead", {}, h("tr", {}, ...["Session", "Directory", "Status", "Last run", "Updated"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ...["Session", "Directory", "Status", "Model", "Tokens", "Cost", "Last run", "Updated", ""].map((t) => h("th", {}, t)))),
       h("tbody", {}, body)) : h("p", { class: "muted" }, "No sessions match."));
   }
 }
@@ -599,6 +699,85 @@ class SessionView {
   }
 }
 
+// ---------- what needs me ----------
+
+// AttentionView lists what waits for a person across every session:
+// permission asks and questions nobody answered (answerable here or in
+// their session), sessions retrying (with the provider's error and the
+// next attempt) and sessions whose last run failed.
+class AttentionView {
+  async mount(root) {
+    this.root = root;
+    await Promise.all([loadSessions(), loadPermissions()]);
+    updateNeedsMe();
+    this.box = h("div");
+    root.replaceChildren(h("h1", {}, "Needs me"),
+      h("p", { class: "muted" }, "What waits for a person, across every session: asks and questions nobody answered, runs retrying, runs that failed."),
+      this.box);
+    this.render();
+    this.tick = setInterval(() => this.render(), 1000);
+  }
+
+  unmount() { clearInterval(this.tick); }
+
+  changed() {
+    if (this.pending) return;
+    this.pending = requestAnimationFrame(() => { this.pending = null; this.render(); });
+  }
+
+  sessionLink(id) {
+    const s = state.sessions.get(id);
+    return h("a", { href: `#/session/${encodeURIComponent(id)}`, dataset: { testid: "attention-session" } }, s?.title || id);
+  }
+
+  render() {
+    if (!this.box) return;
+    const now = Date.now();
+    const asks = [...state.permissions.values()].map((p) => {
+      const reply = (r) => async () => {
+        try {
+          await api("POST", `/permission/${encodeURIComponent(p.id)}/reply`, { reply: r });
+          state.permissions.delete(p.id);
+          this.render();
+          updateNeedsMe();
+        } catch (e) { notice(`Reply: ${e.message}`); }
+      };
+      return h("div", { class: "perm", dataset: { testid: "attention-permission", id: p.id } },
+        h("div", {}, this.sessionLink(p.sessionID), " asks for ", h("strong", {}, p.permission), " ",
+          h("span", { class: "mono" }, (p.patterns || []).join(", "))),
+        h("div", { class: "actions" },
+          h("button", { dataset: { testid: "perm-once" }, onclick: reply("once") }, "Allow once"),
+          h("button", { dataset: { testid: "perm-always" }, onclick: reply("always") }, "Always"),
+          h("button", { class: "danger", dataset: { testid: "perm-reject" }, onclick: reply("reject") }, "Reject")));
+    });
+    const questions = [...state.questions.values()].map((q) => h("div", { class: "perm", dataset: { testid: "attention-question", id: q.id } },
+      h("div", {}, this.sessionLink(q.sessionID), " asks: ", h("strong", {}, (q.questions || []).map((x) => x.question).join(" · "))),
+      h("div", { class: "actions" }, h("a", { href: `#/session/${encodeURIComponent(q.sessionID)}` }, "Answer in the session →"))));
+    const retrying = [], failed = [];
+    for (const [id, st] of state.status) {
+      if (!state.sessions.has(id)) continue;
+      if (st.type === "retry") {
+        retrying.push(h("tr", { dataset: { testid: "attention-retry", id } },
+          h("td", {}, this.sessionLink(id)), h("td", {}, st.attempt ?? ""),
+          h("td", { class: "error" }, short(st.message, 300)),
+          h("td", { dataset: { testid: "next-attempt" } }, inState(st, now))));
+      } else if (st.type === "idle" && st.last?.outcome === "failed") {
+        failed.push(h("tr", { dataset: { testid: "attention-failed", id } },
+          h("td", {}, this.sessionLink(id)), h("td", {}, outcomeBadge("failed", st.last.reason)),
+          h("td", { class: "error" }, short(st.last.error?.data?.message || st.last.error?.name || "", 300)),
+          h("td", { class: "muted" }, inState(st, now))));
+      }
+    }
+    const table = (cols, rows) => h("table", {}, h("thead", {}, h("tr", {}, ...cols.map((t) => h("th", {}, t)))), h("tbody", {}, rows));
+    const parts = [];
+    if (asks.length || questions.length) parts.push(h("h2", {}, `Waiting for an answer (${asks.length + questions.length})`), ...asks, ...questions);
+    if (retrying.length) parts.push(h("h2", {}, `Retrying (${retrying.length})`), table(["Session", "Attempt", "Error", "Next attempt"], retrying));
+    if (failed.length) parts.push(h("h2", {}, `Last run failed (${failed.length})`), table(["Session", "Outcome", "Error", "Ended"], failed));
+    if (!parts.length) parts.push(h("p", { class: "muted", dataset: { testid: "attention-empty" } }, "Nothing needs you."));
+    this.box.replaceChildren(...parts);
+  }
+}
+
 // ---------- the event log ----------
 
 class EventsView {
@@ -679,10 +858,10 @@ async function route() {
   let m;
   if ((m = hash.match(/^#\/session\/([^/]+)$/))) view = new SessionView(decodeURIComponent(m[1]));
   else if (hash === "#/events") view = new EventsView();
+  else if (hash === "#/attention") view = new AttentionView();
   else view = new SessionsView();
-  for (const a of document.querySelectorAll("nav a")) {
-    a.classList.toggle("active", a.dataset.nav === (view instanceof EventsView ? "events" : "sessions"));
-  }
+  const nav = view instanceof EventsView ? "events" : view instanceof AttentionView ? "attention" : "sessions";
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.nav === nav);
   state.view = view;
   main.replaceChildren(h("p", { class: "muted" }, "Loading…"));
   try {
@@ -699,7 +878,7 @@ async function resync() {
   await route();
 }
 
-function start() {
+async function start() {
   const conn = document.getElementById("conn");
   let droppedAt = null;
   const stream = new EventStream("/event", {
@@ -733,9 +912,15 @@ function start() {
     },
   });
   stream.start();
-  loadPermissions().catch(() => {}).finally(() => state.view?.changed?.());
+  loadPermissions().catch(() => {}).finally(() => { state.view?.changed?.(); updateNeedsMe(); });
   window.addEventListener("hashchange", route);
-  route();
+  api("GET", "/config").then((c) => { state.defaultModel = c?.model || ""; state.view?.changed?.(); }).catch(() => {});
+  await route();
+  // Only the first view may draw from what the page carried.
+  document.getElementById("initial")?.remove();
 }
 
-start();
+// Awaited at the top level: the page's load event waits for the first view
+// to be drawn, so a headless screenshot (or any tool that waits for load)
+// shows the sessions, not "Loading…".
+await start();

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/internal/testbin"
+)
+
+// initDefault is what a package's initialisation may allocate unless it
+// is named in initBudgets: allocations are deterministic where timings
+// are not, and a package that allocates much at init also spends the
+// time, at every start of every agentd command.
+const initDefault = 16 << 10
+
+// initBudgets names the packages allowed more, each with its reason and
+// about a quarter above what it allocates today, so that one that grows,
+// or a new dependency that is heavy at init, fails here and is looked at.
+var initBudgets = map[string]int{
+	// Compiles the five JSON Schema metaschemas at init (the library has
+	// no lazy mode); structured output's validator, whose limits
+	// (internal/structout) are built around it.
+	"github.com/santhosh-tekuri/jsonschema/v6": 2_100_000,
+	// The provider SDKs register their union types at init.
+	"github.com/openai/openai-go/v3":            190_000,
+	"github.com/openai/openai-go/v3/responses":  95_000,
+	"github.com/openai/openai-go/v3/live":       60_000,
+	"github.com/anthropics/anthropic-sdk-go/v2": 120_000,
+	// webfetch's HTML parser (its entity table) and the MCP SDK's schemas.
+	"golang.org/x/net/html":                      160_000,
+	"github.com/google/jsonschema-go/jsonschema": 105_000,
+	// Prometheus builds its default registry and the process and Go
+	// collectors at init, though agentd uses a registry of its own.
+	"github.com/prometheus/procfs":                   125_000,
+	"github.com/prometheus/client_golang/prometheus": 82_000,
+	"encoding/gob":            36_000,
+	"go.yaml.in/yaml/v3":      33_000,
+	"go.yaml.in/yaml/v4":      33_000,
+	"encoding/xml":            24_000,
+	"mvdan.cc/sh/v3/fileutil": 20_000,
+	"runtime/metrics":         20_000,
+	// agentd's own: the documentation of 188 routes (the OpenAPI
+	// document's source) and the shell judge's tables.
+	"github.com/agentd/agentd/internal/server": 82_000,
+	"github.com/agentd/agentd/internal/shell":  40_000,
+}
+
+// initNever are packages that must not be in the binary at all: each is
+// heavy at init and agentd does its job without it (OTLP is encoded by
+// internal/tracing over HTTP, not through gRPC).
+var initNever = []string{
+	"google.golang.org/grpc",
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc",
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp",
+}
+
+// initTotal bounds the allocations of every init together.
+const initTotal = 3_400_000
+
+// TestInitIsCheap runs the real binary with GODEBUG=inittrace=1 and holds
+// every package's initialisation to its budget: nothing heavy may run
+// before main, since every command (`agentd --version` too) pays for it.
+func TestInitIsCheap(t *testing.T) {
+	t.Parallel()
+	bin := testbin.Build(t, "github.com/agentd/agentd/cmd/agentd")
+	cmd := exec.Command(bin, "--version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("agentd --version: %v\n%s", err, stderr.String())
+	}
+	inits := parseInitTrace(t, stderr.String())
+	if len(inits) < 50 {
+		t.Fatalf("read %d package inits from GODEBUG=inittrace=1; the trace's format changed?\n%s", len(inits), stderr.String())
+	}
+	total := 0
+	for pkg, bytes := range inits {
+		total += bytes
+		limit, named := initBudgets[pkg]
+		if !named {
+			limit = initDefault
+		}
+		if bytes > limit {
+			t.Errorf("init of %s allocates %d bytes, over its budget of %d: make what it builds lazy (sync.OnceValue), or name it in initBudgets with the reason", pkg, bytes, limit)
+		}
+		for _, never := range initNever {
+			if pkg == never || strings.HasPrefix(pkg, never+"/") {
+				t.Errorf("%s is initialised; it must not be in the binary", pkg)
+			}
+		}
+	}
+	if total > initTotal {
+		t.Errorf("package initialisation allocates %d bytes in all, over %d", total, initTotal)
+	}
+}
+
+// parseInitTrace reads lines such as
+//
+//	init github.com/x/y @1.2 ms, 0.3 ms clock, 4096 bytes, 12 allocs
+//
+// into bytes allocated by package.
+func parseInitTrace(t *testing.T, trace string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(trace))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || f[0] != "init" || f[8] != "bytes," {
+			continue
+		}
+		n, err := strconv.Atoi(f[7])
+		if err != nil {
+			t.Fatalf("inittrace line %q: %v", sc.Text(), err)
+		}
+		out[f[1]] += n
+	}
+	return out
+}
