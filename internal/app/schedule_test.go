@@ -260,3 +260,24 @@ func TestScheduleTickLeftByDeadNodeSentOnce(t *testing.T) {
 		t.Errorf("%d user messages for one tick", users)
 	}
 }
+
+// TestSchedulesAreTheOperators: a schedule sends prompts with nobody's
+// key, into any session: API keys may not make, list or remove them.
+func TestSchedulesAreTheOperators(t *testing.T) {
+	t.Parallel()
+	k := startKeyed(t)
+	made, ci := k.key("ci", "own", nil)
+	sess, err := ci.CreateSession(t.Context(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"every":"1h","prompt":"p","sessionID":"` + sess.ID + `"}`
+	for _, rt := range [][3]string{{"POST", "/schedule", body}, {"GET", "/schedule", ""}, {"GET", "/schedule/sch_x", ""}, {"DELETE", "/schedule/sch_x", ""}} {
+		if code, out := k.raw(rt[0], rt[1], made.Token, rt[2]); code != http.StatusForbidden {
+			t.Errorf("%s %s with a key: %d %s, want 403", rt[0], rt[1], code, out)
+		}
+	}
+	if code, out := k.raw("POST", "/schedule", "", body); code != http.StatusOK {
+		t.Errorf("the operator's schedule: %d %s", code, out)
+	}
+}
