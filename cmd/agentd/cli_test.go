@@ -115,7 +115,7 @@ func (c *cli) mustRun(args ...string) result {
 func TestMainHelpAndUsageErrors(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	for _, name := range []string{"serve", "run", "sessions", "status", "wait", "events", "abort", "key", "config", "bench", "fakellm", "version"} {
+	for _, name := range []string{"serve", "run", "sessions", "status", "wait", "events", "abort", "key", "config", "plugin", "bench", "fakellm", "version"} {
 		r := c.run(name, "-h")
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "usage: agentd "+name) || !strings.Contains(r.stdout, "exit codes:") {
 			t.Errorf("%s -h: %s", name, r)
@@ -123,6 +123,11 @@ func TestMainHelpAndUsageErrors(t *testing.T) {
 		if name != "version" && !strings.Contains(r.stdout, "examples:\n  agentd ") && !strings.Contains(r.stdout, "examples:\n  "+"OPENAI") {
 			t.Errorf("%s -h has no example:\n%s", name, r.stdout)
 		}
+	}
+	// plugin list names the folder beside the database and what it lacks.
+	if r := c.run("plugin", "list", "--db", filepath.Join(t.TempDir(), "x.db")); r.code != 0 || !strings.Contains(r.stdout, "bun") ||
+		!strings.Contains(r.stdout, "none configured") {
+		t.Errorf("plugin list: %s", r)
 	}
 	if r := c.run("help", "wait"); r.code != 0 || !strings.Contains(r.stdout, "124") {
 		t.Errorf("help wait: %s", r)

@@ -48,6 +48,7 @@ var commands = []struct {
 	{"abort", "abort a session's active run", plain(cmdAbort)},
 	{"key", "make, list and revoke API keys (bearer tokens that see only their own sessions) and their budgets", plain(cmdKey)},
 	{"config", "check the configuration (check), or print the merged result (print)", plain(cmdConfig)},
+	{"plugin", "install opencode plugins into the plugin folder (install), or list what serve loads (list)", plain(cmdPlugin)},
 	{"bench", "measure a server (agentd by default) with fakellm as its model", plain(cmdBench)},
 	{"fakellm", "serve the scripted fake model provider (OpenAI and Anthropic APIs) for tests and benchmarks", plain(cmdFakeLLM)},
 	{"version", "print the version", plain(cmdVersion)},

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd/agentd/internal/access"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/command"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/credential"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/events"
@@ -31,6 +33,7 @@ import (
 	"github.com/agentd/agentd/internal/lockfile"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/schedule"
 	"github.com/agentd/agentd/internal/server"
@@ -128,6 +131,7 @@ type Config struct {
 	Sandbox     sandbox.Config
 	ConfigFiles []string
 	Terminals   Terminals // terminals for clients (agentd.terminal), off unless Enabled
+	Plugins     Plugins   // opencode's plugins, run by a host process when Specs lists any
 	// Schedules tunes the scheduler (tests give it their clock).
 	Schedules schedule.Config
 	// Webhooks sends signed webhooks (agentd.webhooks); off without a secret.
@@ -150,6 +154,7 @@ type App struct {
 	lock    *lockfile.Lock
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
+	plugins *plugin.Host
 	terms   *terminals
 	hooks   *webhook.Service
 	http    *http.Server
@@ -274,8 +279,20 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		release()
 		return nil, fmt.Errorf("read event log: %w", err)
 	}
+	var serverURL atomic.Value
+	plugins, err := startPlugins(ctx, &cfg, tools, &serverURL)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
 	hub := events.NewHub(st, last, 0)
-	st.SetCommitHook(hub.Publish)
+	var committed func(int64) bool
+	if c, ok := st.Store.(interface{ Committed(seq int64) bool }); ok {
+		committed = c.Committed
+	}
+	toPlugins := pluginEvents(plugins, committed)
+	st.SetCommitHook(func(evs []core.Event) { hub.Publish(evs); toPlugins(evs) })
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	met.Init(knownLabels(cfg, tools))
 	if cfg.Engine.Budget == nil {
@@ -308,7 +325,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed, Cluster: clusterOf(db)},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
-		Unhealthy: st.Lost, Terminals: terminalService(terms),
+		Unhealthy: st.Lost, Terminals: terminalService(terms), CommandHook: commandHook(plugins),
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks), Keys: keys,
 		Schedules: sched,
 	})
@@ -329,8 +346,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks,
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks, plugins: plugins,
 		Schedules: sched}
+	serverURL.Store(a.URL())
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.http = &http.Server{
@@ -501,6 +519,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.Schedules.Stop()
 		a.hooks.Stop()
 		a.Engine.Stop()
+		a.plugins.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

@@ -3,8 +3,10 @@ package app
 import (
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/tool"
 )
 
 // Setup names where a server's configuration comes from. serve and run
@@ -58,6 +60,9 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	base.Engine.GlobalDir = s.GlobalDir
 	base.Sandbox = sandboxFrom(s, &loaded)
 	base.Terminals = terminalsFrom(s, &loaded)
+	if base.Plugins, err = pluginsFrom(s, &loaded); err != nil {
+		return base, loaded, err
+	}
 	if base.Webhooks, err = webhooksFrom(s, &loaded); err != nil {
 		return base, loaded, err
 	}
@@ -65,6 +70,10 @@ func Configure(s Setup, base Config) (Config, config.Loaded, error) {
 	base.Engine.Resume = true
 	if err := base.Apply(loaded.File, s.Workspace); err != nil {
 		return base, loaded, err
+	}
+	base.Plugins.Config = loaded.File
+	if names := base.Plugins.envNames; len(names) > 0 {
+		base.Plugins.Env = tool.NewEnv(append(config.KeyVars(), loaded.File.EnvRefs...), append(slices.Clone(loaded.File.Agentd.ToolEnv), names...))
 	}
 	return base, loaded, nil
 }

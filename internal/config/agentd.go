@@ -35,6 +35,24 @@ type Sandbox struct {
 	Hidden   []string `json:"hidden"`
 }
 
+// Plugins is agentd.plugins. Dir is the plugin folder (npm packages are
+// installed in its node_modules; default: "plugins" beside a SQLite
+// database); Bun the Bun binary (default: the folder's, else bun on
+// PATH); Timeout bounds each awaited hook (a Go duration, default "10s")
+// and ToolTimeout each call of a plugin's tool (default "10m"); Workspace
+// loads plugins a project adds (the project's agentd.json "plugin" key,
+// its .opencode/plugin and .opencode/plugins files), which the model can
+// write, and is off; Env names variables (or patterns) of the server's
+// environment the host gets besides the tools' allow-list.
+type Plugins struct {
+	Dir         string   `json:"dir"`
+	Bun         string   `json:"bun"`
+	Timeout     string   `json:"timeout"`
+	ToolTimeout string   `json:"toolTimeout"`
+	Workspace   bool     `json:"workspace"`
+	Env         []string `json:"env"`
+}
+
 // Webhooks is agentd.webhooks (package webhook). Secret signs every
 // delivery (at least 16 characters; give it as {env:VAR} to keep it out
 // of the file); without it webhooks are off. Allow opens addresses the

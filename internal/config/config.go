@@ -49,6 +49,10 @@ type File struct {
 	// Snapshot, when false, keeps no snapshots of the workspace (no diff,
 	// no revert), as in opencode.
 	Snapshot *bool `json:"snapshot"`
+	// Plugin lists opencode plugins (opencode's key): npm specs
+	// ("name@version") installed in the plugin folder, or files; each a
+	// string or [spec, options]. Files' lists add up.
+	Plugin []json.RawMessage `json:"plugin"`
 	// Agentd holds agentd's own settings.
 	Agentd Settings `json:"agentd"`
 	// EnvRefs are the variables the file read with {env:…}.
@@ -224,6 +228,9 @@ type Settings struct {
 	// app's terminal panel); off unless enabled. Only the operator's
 	// files set it, as the sandbox.
 	Terminal *Terminal `json:"terminal"`
+	// Plugins sets how opencode's plugins run (see Plugins); only the
+	// operator's files set it.
+	Plugins *Plugins `json:"plugins"`
 	// Webhooks signs and sends webhooks (see package webhook); off
 	// without a secret. Only the operator's files set it.
 	Webhooks *Webhooks `json:"webhooks"`
@@ -439,6 +446,7 @@ func merge(a, b File) File {
 	for k, v := range b.Command {
 		a.Command[k] = v
 	}
+	a.Plugin = append(a.Plugin, b.Plugin...)
 	mergeAgentd(&a.Agentd, b.Agentd)
 	return a
 }
@@ -481,6 +489,9 @@ func mergeAgentd(a *Settings, b Settings) {
 	}
 	if b.Terminal != nil {
 		a.Terminal = b.Terminal
+	}
+	if b.Plugins != nil {
+		a.Plugins = b.Plugins
 	}
 	if b.Webhooks != nil {
 		a.Webhooks = b.Webhooks

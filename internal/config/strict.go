@@ -61,7 +61,7 @@ func (e *Error) Error() string {
 var ignored = map[reflect.Type][]string{
 	reflect.TypeFor[File](): {"attachment", "autoshare", "autoupdate", "compaction", "default_agent",
 		"disabled_providers", "enabled_providers", "enterprise", "experimental", "formatter", "keybinds",
-		"layout", "logLevel", "lsp", "mode", "plugin", "reference", "references", "server", "share", "shell",
+		"layout", "logLevel", "lsp", "mode", "reference", "references", "server", "share", "shell",
 		"skills", "subagent_depth", "theme", "tool_output", "tui", "username", "watcher"},
 	reflect.TypeFor[Provider]():        {"api", "env", "id", "whitelist", "blacklist"},
 	reflect.TypeFor[ProviderOptions](): {"enterpriseUrl", "setCacheKey", "headerTimeout", "chunkTimeout"},

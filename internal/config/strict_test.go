@@ -28,7 +28,7 @@ func TestStrictProblems(t *testing.T) {
 			[]string{`f.json:1:22: agent.build.tempreature: unknown key "tempreature" (did you mean "temperature"?)`,
 				`f.json:2:33: provider.p.options.baseUrl: unknown key "baseUrl" (did you mean "baseURL"?)`}},
 		{"nothing near", `{"agentd": {"zzzzzz": 1}}`,
-			[]string{`f.json:1:13: agentd.zzzzzz: unknown key "zzzzzz" (known here: events, maxSteps, mcp, projectCommandAgents, questions, resume, retry, sandbox, snapshot, terminal, toolEnv, webfetch, webhooks)`}},
+			[]string{`f.json:1:13: agentd.zzzzzz: unknown key "zzzzzz" (known here: events, maxSteps, mcp, plugins, projectCommandAgents, questions, resume, retry, sandbox, snapshot, terminal, toolEnv, webfetch, webhooks)`}},
 		{"case matters", `{"Model": "a/b"}`,
 			[]string{`f.json:1:2: Model: unknown key "Model" (did you mean "model"?)`}},
 		{"syntax", "{\n  \"model\": \"a/b\"\n  \"small_model\": \"a/c\"\n}",

@@ -37,17 +37,8 @@ func (f File) Validate() error {
 			return fmt.Errorf("agentd.mcp.add %q: want remote or off (a client may never add a local server: it is a command)", m.Add)
 		}
 	}
-	if sb := a.Sandbox; sb != nil {
-		switch sb.Mode {
-		case "", "auto", "required", "off":
-		default:
-			return fmt.Errorf("agentd.sandbox.mode %q: want auto, required or off", sb.Mode)
-		}
-		for _, p := range append(append([]string{}, sb.Writable...), sb.Hidden...) {
-			if !strings.HasPrefix(p, "/") && p != "~" && !strings.HasPrefix(p, "~/") {
-				return fmt.Errorf("agentd.sandbox: %q: want an absolute path, or one from ~/", p)
-			}
-		}
+	if err := a.Sandbox.validate(); err != nil {
+		return err
 	}
 	if tm := a.Terminal; tm != nil {
 		if tm.Max < 0 || tm.Max > 256 {
@@ -56,6 +47,9 @@ func (f File) Validate() error {
 		if tm.Shell != "" && !strings.HasPrefix(tm.Shell, "/") {
 			return fmt.Errorf("agentd.terminal.shell %q: want an absolute path", tm.Shell)
 		}
+	}
+	if err := a.Plugins.validate(); err != nil {
+		return err
 	}
 	for name, ag := range f.Agent {
 		if ag.Steps < 0 || ag.MaxSteps < 0 {
@@ -95,6 +89,35 @@ func positiveDuration(key, v string) error {
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		return fmt.Errorf("%s %q: want a positive duration such as \"10m\"", key, v)
+	}
+	return nil
+}
+
+// validate checks agentd.plugins' durations (nil: nothing set).
+func (pl *Plugins) validate() error {
+	if pl == nil {
+		return nil
+	}
+	if err := positiveDuration("agentd.plugins.timeout", pl.Timeout); err != nil {
+		return err
+	}
+	return positiveDuration("agentd.plugins.toolTimeout", pl.ToolTimeout)
+}
+
+// validate checks agentd.sandbox (nil: nothing set).
+func (sb *Sandbox) validate() error {
+	if sb == nil {
+		return nil
+	}
+	switch sb.Mode {
+	case "", "auto", "required", "off":
+	default:
+		return fmt.Errorf("agentd.sandbox.mode %q: want auto, required or off", sb.Mode)
+	}
+	for _, p := range append(append([]string{}, sb.Writable...), sb.Hidden...) {
+		if !strings.HasPrefix(p, "/") && p != "~" && !strings.HasPrefix(p, "~/") {
+			return fmt.Errorf("agentd.sandbox: %q: want an absolute path, or one from ~/", p)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/prompt"
 	"github.com/agentd/agentd/internal/store"
 )
@@ -218,6 +219,12 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 			w.part(part)
 		}
 	}
+	req := llm.Request{Model: r.model.Name, System: system, Messages: llm.FitInput(history, r.model), MaxTokens: r.model.Output,
+		Options: r.options, Purpose: llm.PurposeSummary}
+	step := plugin.StepInput{SessionID: r.run.SessionID, Directory: r.dir, MessageID: userID, Agent: compactionAgent, Model: r.run.Model}
+	if err := r.e.cfg.Hooks.Request(ctx, step, &req); err != nil {
+		return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, err.Error())}, true
+	}
 	msg := assistantMessage(r.run, sess, userID, now)
 	msg.Summary, msg.Mode, msg.Agent = true, compactionAgent, compactionAgent
 	if err := r.openStep(ctx, msg, before); err != nil {
@@ -225,8 +232,6 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 	}
 	r.compacting = true
 	defer func() { r.compacting = false }()
-	req := llm.Request{Model: r.model.Name, System: system, Messages: llm.FitInput(history, r.model), MaxTokens: r.model.Output,
-		Options: r.options, Purpose: llm.PurposeSummary}
 	if o, done := r.callWithRetry(ctx, r.provider, req); done {
 		return o, true
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/sandbox"
 	"github.com/agentd/agentd/internal/snapshot"
 	"github.com/agentd/agentd/internal/store"
@@ -126,6 +127,9 @@ type Config struct {
 	// differ (see own.go). It costs a read of the run's messages a step:
 	// for tests.
 	CheckHistory bool
+	// Hooks are the plugins' hooks (package plugin), called at opencode's
+	// call points; nil: none.
+	Hooks plugin.Hooks
 }
 
 func (c *Config) setDefaults() {
@@ -247,6 +251,9 @@ var errShutdown = errors.New("server shutting down")
 // New returns an engine. Call Start before admitting prompts.
 func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, cfg Config) *Engine {
 	cfg.setDefaults()
+	if cfg.Hooks == nil {
+		cfg.Hooks = plugin.None{}
+	}
 	if tools == nil {
 		tools = tool.NewRegistry()
 	}

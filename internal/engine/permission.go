@@ -78,7 +78,12 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 		}
 	}
 	for _, need := range needs {
-		switch need.Decide(r.operatorRules(), sess.Permission, sess.Granted) {
+		action, err := r.e.cfg.Hooks.Permission(ctx, sess.Directory, *p, need, need.Decide(r.operatorRules(), sess.Permission, sess.Granted))
+		if err != nil {
+			res := tool.Errorf(err.Error())
+			return &res, nil
+		}
+		switch action {
 		case core.ActionDeny:
 			res := tool.Errorf(fmt.Sprintf("permission denied by rule: %s %s", need.Permission, strings.Join(need.Patterns, ", ")))
 			return &res, nil
@@ -100,6 +105,25 @@ func (r *runner) authorize(ctx context.Context, sess core.Session, p *core.Part,
 		}
 	}
 	return nil, nil
+}
+
+// askFor is a tool's own ask while it runs (a plugin tool's
+// context.ask): the rules decide, and an ask is the call's durable
+// request like those asked before it ran.
+func (r *runner) askFor(sess core.Session, p *core.Part) func(context.Context, tool.Need) error {
+	return func(ctx context.Context, need tool.Need) error {
+		switch need.Decide(r.operatorRules(), sess.Permission, sess.Granted) {
+		case core.ActionDeny:
+			return fmt.Errorf("permission denied by rule: %s %s", need.Permission, strings.Join(need.Patterns, ", "))
+		case core.ActionAsk:
+			req, err := r.ask(ctx, p, need)
+			if err == nil && req.Reply == core.ReplyReject {
+				err = errors.New("The user rejected permission to use this specific tool call. " + req.Message)
+			}
+			return err
+		}
+		return nil
+	}
 }
 
 // rejectedError is a permission the user rejected without a message: the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/undo"
 )
@@ -154,6 +155,10 @@ func (e *Engine) Prompt(ctx context.Context, sessionID string, in PromptInput) (
 	}
 	typed := in.Parts
 	if in.Parts, err = e.attachFiles(ctx, in, ag, sess, model); err != nil {
+		return Admission{}, err
+	}
+	hook := plugin.ChatInput{SessionID: sessionID, Directory: sess.Directory, MessageID: in.MessageID, Agent: ag.Name, Model: model, Variant: in.Variant}
+	if err := e.cfg.Hooks.ChatMessage(ctx, hook, &in.Parts); err != nil {
 		return Admission{}, err
 	}
 	var res admitted

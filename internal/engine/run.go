@@ -10,6 +10,7 @@ import (
 	"github.com/agentd/agentd/internal/budget"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/store"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -116,6 +117,7 @@ type runner struct {
 	system   []string
 	tools    []llm.ToolSpec
 	options  map[string]any
+	dir      string // the session's directory
 	maxSteps int
 
 	// lastInput is the input size of the last step, as the provider
@@ -275,7 +277,12 @@ func (r *runner) nextStep(ctx context.Context) (outcome, bool, bool) {
 		o, ok := r.cancelled(ctx, err)
 		return o, ok, true
 	}
-	o, done := r.callWithRetry(ctx, r.provider, r.request(history))
+	req := r.request(history)
+	step := plugin.StepInput{SessionID: r.run.SessionID, Directory: r.dir, MessageID: parentID, Agent: r.agent.Name, Model: r.run.Model, Allowed: r.toolAllowed}
+	if err := r.e.cfg.Hooks.Request(ctx, step, &req); err != nil {
+		return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, err.Error())}, true, true
+	}
+	o, done := r.callWithRetry(ctx, r.provider, req)
 	switch {
 	case done:
 		o, ok := r.settle(ctx, o)

@@ -54,6 +54,7 @@ func (r *runner) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.dir = sess.Directory
 	extra := ""
 	var format *core.OutputFormat
 	if msg, err := e.st.Message(ctx, r.run.SessionID, r.run.UserMessageID); err == nil {

@@ -52,15 +52,20 @@ func (r *runner) runCall(ctx context.Context, sess core.Session, p *core.Part, r
 	e := r.e
 	t, ok := e.tool(p.Tool)
 	ok = ok && (r.agent.Name == "" || r.toolAllowed(p.Tool))
-	call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID,
+	call := tool.Call{ID: p.ID, Scope: e.cfg.ToolScope, SessionID: p.SessionID, MessageID: p.MessageID, CallID: p.CallID, Agent: r.agent.Name,
 		Directory: sess.Directory, Input: p.State.Input, ReadDirs: []string{filepath.Join(e.cfg.OutputDir, p.SessionID)}, Env: e.cfg.ToolEnv, Sandbox: e.cfg.Sandbox,
 		Todos: func(ctx context.Context) ([]core.Todo, error) { return e.st.Todos(ctx, sess.ID) }}
+	call.Ask = r.askFor(sess, p)
 	var refused *tool.Result
 	var rej *rejectedError
+	if ok && p.State.Status == core.ToolPending { // tool.execute.before, once: its arguments are recorded below
+		refused = e.cfg.Hooks.ToolBefore(ctx, p.Tool, &call)
+		p.State.Input = call.Input
+	}
 	if !ok {
 		res := tool.Errorf(fmt.Sprintf("unknown tool %q: the tools offered are listed in the request", p.Tool))
 		refused = &res
-	} else if !resumed {
+	} else if !resumed && refused == nil {
 		var err error
 		if refused, err = r.gate(ctx, sess, p, t, &call); errors.As(err, &rej) {
 			refused = &rej.res
@@ -170,6 +175,7 @@ func (r *runner) execTool(ctx context.Context, t tool.Tool, call tool.Call, p *c
 			return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, fmt.Sprintf("tool %s: %v", p.Tool, err))}, true
 		}
 		res = r.bound(p, res)
+		e.cfg.Hooks.ToolAfter(ctx, p.Tool, call, &res)
 	}
 	p.State = toolEnd(p.State, res, e.now())
 	result := core.ToolCompleted

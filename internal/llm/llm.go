@@ -78,6 +78,9 @@ type Request struct {
 	// Options are provider-specific settings (opencode's model options and
 	// the chosen variant's), e.g. reasoningEffort or thinking.
 	Options map[string]any
+	// Headers are sent with the request besides the provider's own (a
+	// plugin's chat.headers).
+	Headers map[string]string
 	// Purpose names what the call is for when it is not a step of a run
 	// (PurposeTitle, PurposeSummary); the offline models answer by it.
 	Purpose string

@@ -232,6 +232,11 @@ func (s *Server) command(r *http.Request, name, args, messageID, agent, model, v
 		}
 		pi.Model = &ref
 	}
+	if s.cfg.CommandHook != nil {
+		if err := s.cfg.CommandHook(r.Context(), sess.Directory, id, c.Name, args, &pi.Parts); err != nil {
+			return engine.Admission{}, s.storeErr(err, "command "+name)
+		}
+	}
 	adm, err := s.eng.Prompt(r.Context(), id, pi)
 	if err != nil {
 		return adm, s.storeErr(err, "session "+id)

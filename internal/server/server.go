@@ -24,6 +24,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/mcp"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/pty"
 	"github.com/agentd/agentd/internal/schedule"
 	"github.com/agentd/agentd/internal/skill"
@@ -85,6 +86,9 @@ type Config struct {
 	Terminals pty.Service
 	// Schedules serves the /schedule routes (nil: they answer 503).
 	Schedules *schedule.Scheduler
+	// CommandHook is the plugins' command.execute.before (nil: none): a
+	// custom command's prompt parts, changed in place before admission.
+	CommandHook func(ctx context.Context, dir, sessionID, name, args string, parts any) error
 	// Callbacks keeps prompts' callbackUrl (nil: a prompt that carries
 	// one is refused).
 	Callbacks Callbacks
@@ -399,6 +403,7 @@ const storageRetryAfter = 10
 func (s *Server) storeErr(err error, what string) *apiError {
 	var ie *engine.InputError
 	var idc *engine.IDConflictError
+	var hook *plugin.HookError
 	if c, ok := s.st.(store.Classifier); ok && err != nil {
 		err = c.Classify(err)
 	}
@@ -420,6 +425,10 @@ func (s *Server) storeErr(err error, what string) *apiError {
 		return &apiError{status: http.StatusConflict, name: "ConflictError", msg: idc.Error()}
 	case errors.Is(err, engine.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, name: "ServerClosingError", msg: err.Error()}
+	case errors.As(err, &hook):
+		// A plugin's hook failed or did not answer (chat.message,
+		// command.execute.before): its reason, nothing admitted.
+		return &apiError{status: http.StatusInternalServerError, name: "UnknownError", msg: hook.Message}
 	case errors.Is(err, store.ErrStorageFull):
 		// Nothing was written; the same request succeeds once space is
 		// freed. The store's watcher has logged the failure.

@@ -1,11 +1,6 @@
 package structout
 
-import (
-	"encoding/json"
-	"slices"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
-)
+import "regexp"
 
 // The estimate of a validation's work. The validator evaluates a schema
 // at an instance location, then the schemas it applies there (references,
@@ -15,19 +10,32 @@ import (
 // branches is evaluated twice, and that is how a small schema takes
 // exponential time. The estimate follows the same walk over the actual
 // answer, taking every branch the validator might take (both then and
-// else, every anyOf and oneOf branch), so it is never below the real count; each evaluation costs
-// one unit plus what its own keywords cost on the value (enum and const
-// comparisons, patterns and formats over the string, required names,
-// hashing for uniqueItems). It stops as soon as the budget is spent, so
-// its own work is bounded by the budget too.
+// else, every anyOf and oneOf branch), so it is never below the real
+// count; each evaluation costs one unit plus what its own keywords cost on
+// the value (enum and const comparisons, patterns and formats over the
+// string, required names, hashing for uniqueItems).
+//
+// The validator builds an error string for every evaluation that fails,
+// wrapped once per enclosing evaluation ("validating /$defs/a: …"), and
+// anyOf, oneOf, not and if discard their branches' errors and go on: under
+// them a failing evaluation at depth d costs about d copies of a text d
+// prefixes long. Evaluations under such a branch are charged for that
+// (textCost); elsewhere the first error ends the validation.
+//
+// The estimate stops as soon as the budget is spent, so its own work is
+// bounded by the budget too.
 
-// node is what the estimate needs of one compiled schema.
+// node is what the estimate needs of one schema.
 type node struct {
 	types  uint8 // typeBits; 0: any type
 	weight int   // fixed cost of evaluating it: enum, const, required
 	// pattern is the length of the pattern's source (0: none).
 	pattern int
 	format  bool
+	// ref is the schema $ref names (resolved by index.go), patterns the
+	// compiled patternProperties.
+	ref      *js
+	patterns map[*regexp.Regexp]*js
 }
 
 // Instance type bits.
@@ -39,65 +47,6 @@ const (
 	tArray
 	tObject
 )
-
-// coster holds the nodes of a compiled schema.
-type coster struct {
-	root  *jsonschema.Schema
-	nodes map[*jsonschema.Schema]*node
-	// dynamic is set when a schema uses $dynamicRef or $recursiveRef,
-	// whose targets depend on the path taken: Compile refuses those.
-	dynamic bool
-}
-
-// newCoster walks every schema reachable from root once.
-func newCoster(root *jsonschema.Schema) *coster {
-	c := &coster{root: root, nodes: map[*jsonschema.Schema]*node{}}
-	stack := []*jsonschema.Schema{root}
-	for len(stack) > 0 {
-		s := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if s == nil || c.nodes[s] != nil {
-			continue
-		}
-		c.nodes[s] = nodeOf(s)
-		if s.DynamicRef != nil || s.RecursiveRef != nil {
-			c.dynamic = true
-		}
-		stack = append(stack, inPlace(s)...)
-		stack = append(stack, children(s)...)
-	}
-	return c
-}
-
-// nodeOf computes a schema's fixed costs.
-func nodeOf(s *jsonschema.Schema) *node {
-	n := &node{weight: 1 + len(s.Required), format: s.Format != nil}
-	if s.Types != nil {
-		for _, t := range s.Types.ToStrings() {
-			n.types |= typeBit(t)
-		}
-	}
-	if s.Enum != nil {
-		for _, v := range s.Enum.Values {
-			n.weight += size(v)
-		}
-	}
-	if s.Const != nil {
-		n.weight += size(*s.Const)
-	}
-	for _, names := range s.DependentRequired {
-		n.weight += len(names)
-	}
-	for _, d := range s.Dependencies {
-		if names, ok := d.([]string); ok {
-			n.weight += len(names)
-		}
-	}
-	if s.Pattern != nil {
-		n.pattern = len(s.Pattern.String())
-	}
-	return n
-}
 
 func typeBit(t string) uint8 {
 	switch t {
@@ -117,45 +66,6 @@ func typeBit(t string) uint8 {
 	return 0
 }
 
-// inPlace lists the schemas evaluated at the same location, statically.
-func inPlace(s *jsonschema.Schema) []*jsonschema.Schema {
-	out := []*jsonschema.Schema{s.Ref, s.Not, s.If, s.Then, s.Else}
-	out = append(out, s.AllOf...)
-	out = append(out, s.AnyOf...)
-	out = append(out, s.OneOf...)
-	for _, d := range s.DependentSchemas {
-		out = append(out, d)
-	}
-	for _, d := range s.Dependencies {
-		if d, ok := d.(*jsonschema.Schema); ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// children lists the schemas evaluated at a child location, statically.
-func children(s *jsonschema.Schema) []*jsonschema.Schema {
-	out := []*jsonschema.Schema{s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.Items2020,
-		s.UnevaluatedItems, s.ContentSchema}
-	for _, p := range s.Properties {
-		out = append(out, p)
-	}
-	for _, p := range s.PatternProperties {
-		out = append(out, p)
-	}
-	out = append(out, s.PrefixItems...)
-	for _, v := range []any{s.AdditionalProperties, s.Items, s.AdditionalItems} {
-		switch v := v.(type) {
-		case *jsonschema.Schema:
-			out = append(out, v)
-		case []*jsonschema.Schema:
-			out = append(out, v...)
-		}
-	}
-	return out
-}
-
 // size is the number of JSON values in v, a bound on comparing it.
 func size(v any) int {
 	switch v := v.(type) {
@@ -173,8 +83,6 @@ func size(v any) int {
 		return n
 	case string:
 		return 1 + len(v)/64
-	case json.Number:
-		return 1 + len(v)/16
 	}
 	return 1
 }
@@ -204,7 +112,7 @@ type estimate struct {
 // within reports whether validating inst takes at most budget units.
 func (c *coster) within(inst any, budget int) bool {
 	e := &estimate{c: c, left: budget}
-	return e.eval(c.root, inst, nil)
+	return e.eval(c.root, inst, 0, false)
 }
 
 // charge spends n units; false once the budget is gone.
@@ -213,67 +121,82 @@ func (e *estimate) charge(n int) bool {
 	return e.left >= 0
 }
 
+// textCost is what the error text of a discarded evaluation at the given
+// depth costs, in units (see the comment at the top).
+func textCost(depth int) int {
+	return depth * depth / 64
+}
+
 // eval charges evaluating s at v and everything it applies; false once
-// the budget is spent. stack holds the schemas being evaluated at this
-// location: one met again is a cycle, which the validator reports
-// instead of following.
-func (e *estimate) eval(s *jsonschema.Schema, v any, stack []*jsonschema.Schema) bool {
+// the budget is spent. depth is the validator's recursion depth, and
+// discarded says an enclosing anyOf, oneOf, not or if discards errors.
+func (e *estimate) eval(s *js, v any, depth int, discarded bool) bool {
 	if s == nil {
 		return true
 	}
 	n := e.c.nodes[s]
-	if !e.charge(n.weight + len(stack)/32) {
+	c := n.weight
+	if discarded {
+		c += textCost(depth)
+	}
+	if !e.charge(c) {
 		return false
 	}
-	if s.Bool != nil || slices.Contains(stack, s) || n.types != 0 && n.types&typeOf(v) == 0 {
+	depth++
+	// The validator follows $ref before it checks the type.
+	if n.ref != nil && !e.eval(n.ref, v, depth, discarded) {
+		return false
+	}
+	if n.ref != nil && e.c.draft7 {
+		return true // draft-07 ignores $ref's siblings
+	}
+	if n.types != 0 && n.types&typeOf(v) == 0 {
 		return true
 	}
 	if !e.charge(valueCost(s, n, v)) {
 		return false
 	}
-	stack = append(stack, s)
-	if s.Ref != nil && s.DraftVersion < 2019 {
-		return e.eval(s.Ref, v, stack) // older drafts ignore $ref's siblings
-	}
-	return e.applied(s, v, stack) && e.descend(s, v)
+	return e.applied(s, v, depth, discarded) && e.descend(s, v, depth, discarded)
 }
 
 // applied evaluates the schemas s applies at the same location.
-func (e *estimate) applied(s *jsonschema.Schema, v any, stack []*jsonschema.Schema) bool {
-	all := []*jsonschema.Schema{s.Ref, s.Not, s.If, s.Then, s.Else}
-	all = append(append(append(all, s.AllOf...), s.AnyOf...), s.OneOf...)
-	if obj, ok := v.(map[string]any); ok {
-		for k, d := range s.DependentSchemas {
-			if _, ok := obj[k]; ok {
-				all = append(all, d)
-			}
-		}
-		for k, d := range s.Dependencies {
-			if d, ok := d.(*jsonschema.Schema); ok && obj[k] != nil {
-				all = append(all, d)
-			}
+func (e *estimate) applied(s *js, v any, depth int, discarded bool) bool {
+	for _, t := range s.AllOf {
+		if !e.eval(t, v, depth, discarded) {
+			return false
 		}
 	}
-	for _, t := range all {
-		if !e.eval(t, v, stack) {
+	branches := []*js{s.Not, s.If, s.Then, s.Else}
+	branches = append(append(branches, s.AnyOf...), s.OneOf...)
+	for _, t := range branches {
+		if !e.eval(t, v, depth, true) {
 			return false
+		}
+	}
+	if obj, ok := v.(map[string]any); ok {
+		for _, m := range []map[string]*js{s.DependentSchemas, s.DependencySchemas} {
+			for k, d := range m {
+				if _, ok := obj[k]; ok && !e.eval(d, v, depth, discarded) {
+					return false
+				}
+			}
 		}
 	}
 	return true
 }
 
 // descend evaluates the schemas s applies to v's members.
-func (e *estimate) descend(s *jsonschema.Schema, v any) bool {
+func (e *estimate) descend(s *js, v any, depth int, discarded bool) bool {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, m := range v {
-			if !e.member(s, k, m) {
+			if !e.member(s, k, m, depth, discarded) {
 				return false
 			}
 		}
 	case []any:
 		for i, m := range v {
-			if !e.item(s, i, m) {
+			if !e.item(s, i, m, depth, discarded) {
 				return false
 			}
 		}
@@ -282,60 +205,54 @@ func (e *estimate) descend(s *jsonschema.Schema, v any) bool {
 }
 
 // member evaluates what s applies to the property k of an object.
-func (e *estimate) member(s *jsonschema.Schema, k string, m any) bool {
-	if !e.charge(1) || !e.eval(s.PropertyNames, k, nil) || !e.eval(s.UnevaluatedProperties, m, nil) {
+func (e *estimate) member(s *js, k string, m any, depth int, discarded bool) bool {
+	if !e.charge(1) || !e.eval(s.PropertyNames, k, depth, discarded) || !e.eval(s.UnevaluatedProperties, m, depth, discarded) {
 		return false
 	}
 	p, named := s.Properties[k]
-	if named && !e.eval(p, m, nil) {
+	if named && !e.eval(p, m, depth, discarded) {
 		return false
 	}
-	for re, p := range s.PatternProperties {
+	for re, p := range e.c.nodes[s].patterns {
 		if !e.charge(regexCost(len(k), len(re.String()))) {
 			return false
 		}
 		if re.MatchString(k) {
 			named = true
-			if !e.eval(p, m, nil) {
+			if !e.eval(p, m, depth, discarded) {
 				return false
 			}
 		}
 	}
-	if add, ok := s.AdditionalProperties.(*jsonschema.Schema); ok && !named {
-		return e.eval(add, m, nil)
+	if s.AdditionalProperties != nil && !named {
+		return e.eval(s.AdditionalProperties, m, depth, discarded)
 	}
 	return true
 }
 
 // item evaluates what s applies to the i-th item of an array.
-func (e *estimate) item(s *jsonschema.Schema, i int, m any) bool {
-	if !e.charge(1) || !e.eval(s.Contains, m, nil) || !e.eval(s.UnevaluatedItems, m, nil) {
+func (e *estimate) item(s *js, i int, m any, depth int, discarded bool) bool {
+	// contains is satisfied by some items and fails on others: its
+	// errors are discarded.
+	if !e.charge(1) || !e.eval(s.Contains, m, depth, true) || !e.eval(s.UnevaluatedItems, m, depth, discarded) {
 		return false
 	}
 	if i < len(s.PrefixItems) {
-		return e.eval(s.PrefixItems[i], m, nil)
+		return e.eval(s.PrefixItems[i], m, depth, discarded)
 	}
-	if s.Items2020 != nil {
-		return e.eval(s.Items2020, m, nil)
-	}
-	switch items := s.Items.(type) {
-	case *jsonschema.Schema:
-		return e.eval(items, m, nil)
-	case []*jsonschema.Schema:
-		if i < len(items) {
-			return e.eval(items[i], m, nil)
+	if e.c.draft7 && s.ItemsArray != nil {
+		if i < len(s.ItemsArray) {
+			return e.eval(s.ItemsArray[i], m, depth, discarded)
 		}
-		if add, ok := s.AdditionalItems.(*jsonschema.Schema); ok {
-			return e.eval(add, m, nil)
-		}
+		return e.eval(s.AdditionalItems, m, depth, discarded)
 	}
-	return true
+	return e.eval(s.Items, m, depth, discarded)
 }
 
 // valueCost is what s's own keywords cost on v beyond its fixed weight:
 // length checks, its pattern and format over a string, uniqueItems'
-// hashing of an array.
-func valueCost(s *jsonschema.Schema, n *node, v any) int {
+// hashing of an array, the walk over the schema's properties.
+func valueCost(s *js, n *node, v any) int {
 	switch v := v.(type) {
 	case string:
 		c := len(v) / 64
@@ -351,7 +268,7 @@ func valueCost(s *jsonschema.Schema, n *node, v any) int {
 			return size(v)
 		}
 	case map[string]any:
-		return len(v) / 8
+		return len(v)/8 + len(s.Properties)/8
 	}
 	return 0
 }

@@ -2,10 +2,22 @@ package structout
 
 import (
 	"bytes"
+	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
+
+// The validator has no hook to count its evaluations, so they are
+// counted in another implementation of the same drafts, which evaluates
+// every applicator fully where google/jsonschema-go may stop at the first
+// error: its count is at least the validator's.
+
+// refuseAll is the other implementation's loader: nothing is read.
+type refuseAll struct{}
+
+func (refuseAll) Load(url string) (any, error) { return nil, fmt.Errorf("not loading %s", url) }
 
 // counter counts the evaluations that reach a schema's extensions: a
 // lower bound of the validator's work.
@@ -22,7 +34,7 @@ func evaluations(t *testing.T, schema string, inst any) int {
 		t.Fatal(err)
 	}
 	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
+	c.UseLoader(refuseAll{})
 	c.AssertVocabs()
 	c.RegisterVocabulary(&jsonschema.Vocabulary{URL: "urn:agentd:count",
 		Compile: func(*jsonschema.CompilerContext, map[string]any) (jsonschema.SchemaExt, error) {
@@ -72,12 +84,44 @@ func TestEstimateIsAnUpperBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := &estimate{c: s.cost, left: 1 << 40}
-		if !e.eval(s.cost.root, inst, nil) {
+		if !e.eval(s.cost.root, inst, 0, false) {
 			t.Fatal("the estimate ran out")
 		}
 		est, real := 1<<40-e.left, evaluations(t, tc.schema, inst)
 		if est < real {
 			t.Errorf("%s with %s: estimate %d < %d evaluations", tc.schema, tc.answer, est, real)
 		}
+	}
+}
+
+// TestErrorTextCharged: the validator builds an error string for every
+// failing branch and copies it once per enclosing evaluation, so the
+// worst answer the budget accepts (every branch of shared anyOfs
+// failing) must be charged for that text: uncharged, it allocated 1.6 GB.
+// Not parallel: it reads the process's allocation counter.
+func TestErrorTextCharged(t *testing.T) {
+	n := 1
+	for {
+		s, err := Compile([]byte(bombSchema(n + 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.cost.within(5.0, MaxWork) {
+			break
+		}
+		n++
+	}
+	s, err := Compile([]byte(bombSchema(n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := s.Validate([]byte("5")); err == nil || err == ErrTooCostly {
+		t.Fatalf("the worst accepted answer: %v", err)
+	}
+	runtime.ReadMemStats(&after)
+	if mb := (after.TotalAlloc - before.TotalAlloc) >> 20; mb > 400 {
+		t.Errorf("the worst accepted answer (%d levels) allocated %d MB", n, mb)
 	}
 }

@@ -3,16 +3,21 @@
 // client's schema and a model's answer must not be able to make the
 // server spend minutes or gigabytes, nor read anything but the schema.
 //
-// santhosh-tekuri/jsonschema does the work; this package puts limits
-// around it, each checked before the work it bounds:
+// google/jsonschema-go does the work (it is in the binary already, and,
+// unlike the library used before, compiles no metaschema at package
+// init); this package puts limits around it, each checked before the
+// work it bounds:
 //
 //   - the schema: at most MaxSchemaBytes, nested at most MaxSchemaDepth
-//     deep (the library's compile time grows with the cube of the depth:
-//     800 levels took 2 s), numbers short enough to parse at once;
-//   - references: only inside the schema. No loader is installed, so a
-//     $ref, $schema or $id that leads to a file or URL is an error, never
-//     a read (a file $ref was an existence oracle, a FIFO hung the
-//     request);
+//     deep, numbers short enough to parse at once, $schema one of the
+//     drafts the library validates (draft-07, 2020-12);
+//   - references: only inside the schema. Every $ref must be a fragment
+//     ("#/$defs/x", "#name"), $id is allowed only at the root, and the
+//     resolver's loader refuses everything, so a $ref, $schema or $id
+//     that leads to a file or URL is an error, never a read (a file $ref
+//     was an existence oracle, a FIFO hung the request). A reference
+//     cycle that stays at one place in the answer ({"$ref":"#"}) is
+//     refused: the validator would recurse until the stack overflows;
 //   - the answer: at most MaxAnswerBytes, MaxAnswerDepth, short numbers;
 //   - the validation's work: before validating, an estimate walks the
 //     answer with the schema the way the validator will (every branch of
@@ -25,14 +30,13 @@
 package structout
 
 import (
-	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // Limits of a schema and of an answer, far above what a real structured
@@ -52,8 +56,7 @@ const (
 	MaxWork = 500_000
 	// maxMessage bounds the error text a model or client is shown, and
 	// maxFindings the validation errors it names.
-	maxMessage  = 2000
-	maxFindings = 5
+	maxMessage = 2000
 )
 
 // ErrTooCostly is returned for an answer whose validation would exceed
@@ -64,9 +67,18 @@ var ErrTooCostly = errors.New("checking the answer against this schema would tak
 // it, into a scheme no loader serves.
 const base = "mem:///schema.json"
 
+// drafts are the $schema values the validator knows; any other would be
+// validated as 2020-12 or refused at validation, so Compile refuses it.
+var drafts = map[string]bool{
+	"": true,
+	"http://json-schema.org/draft-07/schema#":      true,
+	"https://json-schema.org/draft-07/schema#":     true,
+	"https://json-schema.org/draft/2020-12/schema": true,
+}
+
 // Schema is a compiled structured-output schema.
 type Schema struct {
-	s    *jsonschema.Schema
+	r    *jsonschema.Resolved
 	cost *coster
 }
 
@@ -78,24 +90,22 @@ func Compile(raw []byte) (*Schema, error) {
 	if err := scan(raw, MaxSchemaDepth); err != nil {
 		return nil, err
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
+	var root jsonschema.Schema
+	if err := json.Unmarshal(raw, &root); err != nil {
+		return nil, fmt.Errorf("not a JSON schema: %v", short(err.Error()))
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(base, doc); err != nil {
+	if !drafts[root.Schema] {
+		return nil, errors.New("$schema: only draft-07 and draft 2020-12 are supported")
+	}
+	cost, err := newCoster(&root)
+	if err != nil {
+		return nil, err
+	}
+	r, err := root.Resolve(&jsonschema.ResolveOptions{BaseURI: base, Loader: noLoader})
+	if err != nil {
 		return nil, errors.New(short(err.Error()))
 	}
-	s, err := c.Compile(base)
-	if err != nil {
-		return nil, errors.New(short(err.Error()))
-	}
-	cost := newCoster(s)
-	if cost.dynamic {
-		return nil, errors.New("$dynamicRef and $recursiveRef are not supported in a structured-output schema")
-	}
-	return &Schema{s: s, cost: cost}, nil
+	return &Schema{r: r, cost: cost}, nil
 }
 
 // Validate checks an answer: nil when it matches the schema; else an
@@ -107,50 +117,24 @@ func (s *Schema) Validate(answer []byte) error {
 	if err := scan(answer, MaxAnswerDepth); err != nil {
 		return fmt.Errorf("the answer: %v", err)
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(answer))
-	if err != nil {
+	var inst any
+	if err := json.Unmarshal(answer, &inst); err != nil {
 		return fmt.Errorf("the answer is not JSON: %v", err)
 	}
 	if !s.cost.within(inst, MaxWork) {
 		return ErrTooCostly
 	}
-	if err := s.s.Validate(inst); err != nil {
-		return describe(err)
+	if err := s.r.Validate(inst); err != nil {
+		return errors.New(short(err.Error()))
 	}
 	return nil
 }
 
-// describe says what is wrong with an answer: the first few of the
-// validator's findings, not its whole tree, which can hold one entry per
-// evaluation (printing it all was what took gigabytes).
-func describe(err error) error {
-	var verr *jsonschema.ValidationError
-	if !errors.As(err, &verr) {
-		return errors.New(short(err.Error()))
-	}
-	p := message.NewPrinter(language.English)
-	var found []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(found) == maxFindings {
-			return
-		}
-		if len(e.Causes) == 0 {
-			found = append(found, fmt.Sprintf("at '/%s': %s", strings.Join(e.InstanceLocation, "/"), e.ErrorKind.LocalizedString(p)))
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(verr)
-	return errors.New(short(strings.Join(found, "; ")))
-}
-
 // noLoader refuses every document the schema names outside itself.
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("only references inside the schema are allowed, not %s", url)
+// Compile already refuses every $ref that is not a fragment; this is the
+// second lock.
+func noLoader(u *url.URL) (*jsonschema.Schema, error) {
+	return nil, fmt.Errorf("only references inside the schema are allowed, not %s", u)
 }
 
 // short flattens and cuts an error message.

@@ -38,7 +38,18 @@ var (
 	Torture  = Need{"the torture runs", "set AGENTD_TORTURE=1",
 		func() bool { return os.Getenv("AGENTD_TORTURE") == "1" }}
 	Tools = Need{"curl and jq", "install curl and jq", func() bool { return lookPath("curl") && lookPath("jq") }}
+	// Plugins is Bun and the published opencode plugins test/plugins
+	// installs (from the npm registry).
+	Plugins = Need{"Bun and the test plugins", "npm install in test/plugins",
+		func() bool { _, err := os.Stat(filepath.Join(PluginModules(), ".bin", "bun")); return err == nil }}
 )
+
+// PluginModules is test/plugins' node_modules: Bun, opencode's plugin
+// package and SDK, and the published plugins the tests run.
+func PluginModules() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "test", "plugins", "node_modules")
+}
 
 // Landlock is the kernel's Landlock at ABI version abi or later: the
 // sandbox's file rules need 1 (Linux 5.13), its network rules 4 (6.7),
@@ -51,7 +62,7 @@ func Landlock(abi int) Need {
 }
 
 // all lists the needs the summary line names.
-var all = []Need{Postgres, Browser, Opencode, Tmux, Tools, Torture, Landlock(6)}
+var all = []Need{Postgres, Browser, Opencode, Tmux, Tools, Torture, Plugins, Landlock(6)}
 
 // Skip skips the test for want of n, and names what this machine skips
 // once per go test invocation.

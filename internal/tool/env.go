@@ -40,6 +40,9 @@ var Secrets = []string{
 type Env struct {
 	secret map[string]bool
 	pass   []string
+	// add are variables set for the processes whatever the server has
+	// (see With).
+	add map[string]string
 }
 
 // NewEnv passes Base and pass (names, or patterns with '*'), and keeps
@@ -79,9 +82,38 @@ func (e *Env) Environ() []string {
 	out := all[:0:0]
 	for _, kv := range all {
 		name, _, _ := strings.Cut(kv, "=")
-		if !e.Hidden(name) {
+		if _, set := e.addOrNil()[name]; !set && !e.Hidden(name) {
 			out = append(out, kv)
 		}
 	}
+	for k, v := range e.addOrNil() {
+		out = append(out, k+"="+v)
+	}
 	return out
+}
+
+// With returns an Env that passes what e passes and adds vars (a
+// plugin's shell.env): names it sets win over the server's.
+func (e *Env) With(vars map[string]string) *Env {
+	out := &Env{}
+	if e != nil {
+		*out = *e
+	} else {
+		out = NewEnv(nil, nil)
+	}
+	out.add = make(map[string]string, len(e.addOrNil())+len(vars))
+	for k, v := range e.addOrNil() {
+		out.add[k] = v
+	}
+	for k, v := range vars {
+		out.add[k] = v
+	}
+	return out
+}
+
+func (e *Env) addOrNil() map[string]string {
+	if e == nil {
+		return nil
+	}
+	return e.add
 }

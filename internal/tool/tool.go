@@ -26,6 +26,8 @@ type Call struct {
 	SessionID string
 	MessageID string
 	CallID    string
+	// Agent is the name of the run's agent.
+	Agent string
 	// Directory is the session's workspace.
 	Directory string
 	Input     json.RawMessage
@@ -49,6 +51,11 @@ type Call struct {
 	Progress func(metadata map[string]any)
 	// Todos reads the session's todo list as stored.
 	Todos func(ctx context.Context) ([]core.Todo, error)
+	// Ask, when set, asks a permission while the call runs (a plugin
+	// tool's context.ask), under the same rules and durable requests as
+	// the needs asked before it: nil when allowed, an error the tool
+	// reports when denied or rejected.
+	Ask func(ctx context.Context, need Need) error
 }
 
 // Need is one permission a call needs before it may run.

@@ -324,7 +324,11 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 		return err
 	}
 	var res *http.Response
-	err = p.client.Post(ctx, "v1/messages", b, &res)
+	var opts []option.RequestOption
+	for k, v := range req.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	err = p.client.Post(ctx, "v1/messages", b, &res, opts...)
 	stream := ssestream.NewStream[event](ssestream.NewDecoder(res), err)
 	defer stream.Close()
 	type toolUse struct {

@@ -303,8 +303,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 	var res *http.Response
 	// The empty params encode as {}; the body option replaces them, and
 	// the response is left unread for the stream.
-	_, err = p.chat.New(ctx, sdk.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", b), option.WithResponseBodyInto(&res))
+	_, err = p.chat.New(ctx, sdk.ChatCompletionNewParams{}, requestOptions(req, b, &res)...)
 	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(res), err)
 	defer stream.Close()
 	type call struct {
@@ -388,4 +387,14 @@ func classify(err error) error {
 		return llm.FromHTTP(apiErr.StatusCode, msg, h, apiErr.RawJSON(), time.Now())
 	}
 	return llm.FromTransport(err)
+}
+
+// requestOptions send body as is, leave the response unread for the
+// stream, and add the request's own headers (a plugin's chat.headers).
+func requestOptions(req llm.Request, body []byte, res **http.Response) []option.RequestOption {
+	opts := []option.RequestOption{option.WithRequestBody("application/json", body), option.WithResponseBodyInto(res)}
+	for k, v := range req.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	return opts
 }

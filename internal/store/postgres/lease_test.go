@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -319,7 +321,8 @@ func TestRenewReleaseAbort(t *testing.T) {
 
 // TestLogAcrossNodes: every node's hook receives the whole log in seq
 // order without holes, whichever node wrote each event, while several
-// nodes write at once.
+// nodes write at once; each event is Committed by exactly one node's
+// account, the one that wrote it.
 func TestLogAcrossNodes(t *testing.T) {
 	t.Parallel()
 	url := pgtest.Schema(t)
@@ -327,15 +330,19 @@ func TestLogAcrossNodes(t *testing.T) {
 	type seen struct {
 		mu   sync.Mutex
 		seqs []int64
+		mine map[int64]string // seq → the payload's writer, by Committed
 	}
 	views := make([]*seen, len(nodes))
 	for i, n := range nodes {
-		v := &seen{}
+		v := &seen{mine: map[int64]string{}}
 		views[i] = v
 		n.SetCommitHook(func(evs []core.Event) {
 			v.mu.Lock()
 			for _, e := range evs {
 				v.seqs = append(v.seqs, e.Seq)
+				if n.Committed(e.Seq) {
+					v.mine[e.Seq] = string(e.Properties)
+				}
 			}
 			v.mu.Unlock()
 		})
@@ -347,10 +354,10 @@ func TestLogAcrossNodes(t *testing.T) {
 			wg.Go(func() {
 				for i := range each {
 					err := n.Tx(t.Context(), func(tx store.Tx) error {
-						if err := tx.AppendEvent(t.Context(), core.MustEvent("ses_x", "test", w*1000+i)); err != nil {
+						if err := tx.AppendEvent(t.Context(), core.MustEvent("ses_x", "test", fmt.Sprint(n.Node(), w*1000+i))); err != nil {
 							return err
 						}
-						return tx.AppendEvent(t.Context(), core.MustEvent("ses_y", "test", w*1000+i))
+						return tx.AppendEvent(t.Context(), core.MustEvent("ses_y", "test", fmt.Sprint(n.Node(), w*1000+i)))
 					})
 					if err != nil {
 						t.Error(err)
@@ -384,6 +391,22 @@ func TestLogAcrossNodes(t *testing.T) {
 			}
 		}
 		v.mu.Unlock()
+	}
+	claimed := map[int64]int{}
+	for i, v := range views {
+		v.mu.Lock()
+		for seq, payload := range v.mine {
+			claimed[seq]++
+			if !strings.Contains(payload, nodes[i].Node()) {
+				t.Errorf("node %s claims event %d, written as %s", nodes[i].Node(), seq, payload)
+			}
+		}
+		v.mu.Unlock()
+	}
+	for seq := int64(1); seq <= want; seq++ {
+		if claimed[seq] != 1 {
+			t.Errorf("event %d is Committed by %d nodes", seq, claimed[seq])
+		}
 	}
 }
 

@@ -309,13 +309,18 @@ func (s *Store) tx(ctx context.Context, fn func(store.Tx) error) (int64, error) 
 	if err := t.Seal(ctx); err != nil {
 		return 0, err
 	}
+	var first, last int64
+	if n := len(t.Appended); n > 0 {
+		first, last = t.Appended[0].Seq, t.Appended[n-1].Seq
+		s.tail.claim(first, last)
+	}
 	if err := sqlTx.Commit(); err != nil {
+		if last > 0 {
+			s.tail.unclaim(first, last)
+		}
 		return 0, fmt.Errorf("commit: %w", err)
 	}
-	if n := len(t.Appended); n > 0 {
-		return t.Appended[n-1].Seq, nil
-	}
-	return 0, nil
+	return last, nil
 }
 
 // fence checks that the lease is held and unexpired, and keeps the run's

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,9 @@ type tailer struct {
 	kick    chan struct{}
 	notify  chan struct{}
 	readErr bool
+	// mine are the ranges of seqs this node's transactions appended that
+	// the hook has not seen yet (see Committed).
+	mine [][2]int64
 }
 
 func (t *tailer) init(head int64) {
@@ -56,8 +60,41 @@ func (t *tailer) advance(seq int64) {
 		return
 	}
 	t.head = seq
+	t.mine = slices.DeleteFunc(t.mine, func(r [2]int64) bool { return r[1] <= seq })
 	close(t.moved)
 	t.moved = make(chan struct{})
+}
+
+// claim records seqs first to last as appended by this node, before the
+// transaction commits (the tail may hand them to the hook before Commit
+// returns); unclaim drops them again when the commit failed.
+func (t *tailer) claim(first, last int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mine = append(t.mine, [2]int64{first, last})
+}
+
+func (t *tailer) unclaim(first, last int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mine = slices.DeleteFunc(t.mine, func(r [2]int64) bool { return r == [2]int64{first, last} })
+}
+
+// Committed reports whether this node committed the event of seq, for
+// the hook to ask about the events it is handed: each event of the log
+// is committed by one node, so work done for an event once across a
+// cluster (opencode plugins' event hook) is done by the node that
+// committed it. A commit that failed with its outcome unknown (the
+// connection lost) counts as not this node's.
+func (s *Store) Committed(seq int64) bool {
+	s.tail.mu.Lock()
+	defer s.tail.mu.Unlock()
+	for _, r := range s.tail.mine {
+		if seq >= r[0] && seq <= r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // wait returns once the hook has seen seq, so that a transaction's events
