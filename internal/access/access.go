@@ -122,7 +122,10 @@ func Visible[T any](ctx context.Context, k *Keys, items []T, session func(T) str
 // whole server's tools). What a key may read of the server (its
 // configuration, its MCP servers' state) stays readable.
 var operatorOnly = []string{"/key", "/auth/", "/api/credential/", "/api/integration/", "/pty", "/api/pty", "/tui",
-	"POST /mcp", "DELETE /mcp", "POST /global/dispose"}
+	"POST /mcp", "DELETE /mcp", "POST /global/dispose",
+	// A schedule prompts a session at every tick, with nobody's key:
+	// only the operator makes them.
+	"/schedule"}
 
 // OperatorOnly reports whether the route (its method and pattern) is the
 // operator's alone.

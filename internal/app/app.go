@@ -35,6 +35,7 @@ import (
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/sandbox"
+	"github.com/agentd/agentd/internal/schedule"
 	"github.com/agentd/agentd/internal/server"
 	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/snapshot"
@@ -131,6 +132,8 @@ type Config struct {
 	ConfigFiles []string
 	Terminals   Terminals // terminals for clients (agentd.terminal), off unless Enabled
 	Plugins     Plugins   // opencode's plugins, run by a host process when Specs lists any
+	// Schedules tunes the scheduler (tests give it their clock).
+	Schedules schedule.Config
 	// Webhooks sends signed webhooks (agentd.webhooks); off without a secret.
 	Webhooks webhook.Config
 }
@@ -144,6 +147,8 @@ type App struct {
 	API    *server.Server
 	// Metrics are the node's metrics, served at /metrics.
 	Metrics *metrics.Metrics
+	// Schedules fires the schedules (POST /schedule) on this node.
+	Schedules *schedule.Scheduler
 
 	ln      net.Listener
 	lock    *lockfile.Lock
@@ -325,6 +330,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.Catalog = &c
 	}
 	terms := startTerminals(ctx, cfg, sb, hub)
+	sched := schedule.New(st, eng, cfg.Schedules, cfg.Logger, cfg.Version)
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
 		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
@@ -332,6 +338,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms), CommandHook: commandHook(plugins), ObserveRequest: met.Request,
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks), Keys: keys,
+		Schedules: sched,
 	})
 	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms), hooks, keys)
 	met.InitRoutes(api.Routes())
@@ -343,7 +350,8 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks, plugins: plugins}
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks, plugins: plugins,
+		Schedules: sched}
 	serverURL.Store(a.URL())
 	_ = lock.Describe(a.URL())
 	a.baseCtx, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -354,6 +362,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		BaseContext:       func(net.Listener) context.Context { return a.baseCtx },
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
+	// Ticks fire once the node serves; the scheduler stops before the
+	// engine does.
+	_ = sched.Start(a.baseCtx)
 	a.wg.Add(3)
 	go func() {
 		defer a.wg.Done()
@@ -510,6 +521,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.http.SetKeepAlivesEnabled(false)
 		a.cancel()
 		a.terms.Stop() // its websockets are hijacked connections, which Shutdown does not wait for
+		a.Schedules.Stop()
 		a.hooks.Stop()
 		a.Engine.Stop()
 		a.plugins.Stop()

@@ -190,6 +190,7 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 	quiet := session()
 	mustJSON("POST", "/key", `{"name":"dockey"}`)
 	ptyID := mustJSON("POST", "/pty", `{"command":"/bin/sh","args":["-c","read x"]}`)["id"].(string)
+	schedID := mustJSON("POST", "/schedule", `{"every":"1h","prompt":"reply:tick","sessionID":"`+s1+`"}`)["id"].(string)
 	// A turn whose message and parts are edited and deleted.
 	sEdit := session()
 	mustJSON("POST", "/session/"+sEdit+"/message", `{"parts":[{"type":"text","text":"reply:edit me"},{"type":"text","text":"a second part"}]}`)
@@ -264,6 +265,9 @@ func TestDocDescribesEveryAnswer(t *testing.T) {
 		"POST /sync/history":                          {body: `{}`},
 		"POST /sync/replay":                           {body: `{"directory":"/","events":[]}`},
 		"POST /sync/steal":                            {body: `{"sessionID":"` + s1 + `"}`},
+		"POST /schedule":                              {body: `{"name":"doc","cron":"0 3 * * 1-5","timezone":"Europe/Paris","prompt":"reply:nightly","newSession":true,"agent":"build","model":{"providerID":"agentd","modelID":"scripted"}}`},
+		"GET /schedule/{id}":                          {path: "/schedule/" + schedID},
+		"DELETE /schedule/{id}":                       {path: "/schedule/" + schedID},
 		"POST /key":                                   {body: `{"name":"ci","sessions":"all","budget":{"tokens":1000,"cost":2}}`},
 		"PATCH /key/{id}":                             {path: "/key/dockey", body: `{"budget":{"cost":5}}`},
 		"DELETE /key/{id}":                            {path: "/key/dockey"},

@@ -26,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/pty"
+	"github.com/agentd/agentd/internal/schedule"
 	"github.com/agentd/agentd/internal/skill"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tuictl"
@@ -86,6 +87,8 @@ type Config struct {
 	// Terminals serves the /pty routes (nil: terminals are off, and
 	// those routes refuse with 403).
 	Terminals pty.Service
+	// Schedules serves the /schedule routes (nil: they answer 503).
+	Schedules *schedule.Scheduler
 	// CommandHook is the plugins' command.execute.before (nil: none): a
 	// custom command's prompt parts, changed in place before admission.
 	CommandHook func(ctx context.Context, dir, sessionID, name, args string, parts any) error
@@ -252,6 +255,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 	s.routes = append(s.routes, s.ptyRoutes()...)
 	s.routes = append(s.routes, s.keyRoutes()...)
 	s.routes = append(s.routes, s.restRoutes()...)
+	s.routes = append(s.routes, s.scheduleRoutes()...)
 	s.mux = http.NewServeMux()
 	byPattern := map[string][]route{}
 	var order []string

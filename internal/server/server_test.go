@@ -322,6 +322,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		"DELETE /pty/{ptyID}", "POST /pty/{ptyID}/connect-token", "GET /pty/{ptyID}/connect")
 	// Start paused (pause.go).
 	want = append(want, "POST /session/{id}/resume")
+	// Schedules (schedules.go).
+	want = append(want, "POST /schedule", "GET /schedule", "GET /schedule/{id}", "DELETE /schedule/{id}")
 	// The webhooks' routes (package webhook).
 	want = append(want, "POST /webhook", "GET /webhook", "GET /webhook/{id}", "DELETE /webhook/{id}", "GET /webhook/delivery",
 		"GET /webhook/delivery/{id}", "POST /webhook/delivery/{id}/retry")

@@ -76,6 +76,7 @@ type EventQuery struct {
 // Reader is the read side, available both on the store and inside a
 // transaction (where it sees the transaction's own writes).
 type Reader interface {
+	ScheduleReader
 	// Session returns one session or ErrNotFound.
 	Session(ctx context.Context, id string) (core.Session, error)
 	// Sessions lists sessions, most recently updated first.
@@ -156,6 +157,7 @@ type Reader interface {
 // are published, only when the function given to Store.Tx returns nil.
 type Tx interface {
 	Reader
+	ScheduleWriter
 	// InsertSession adds a session; ErrConflict if the id exists.
 	InsertSession(ctx context.Context, s core.Session) error
 	// UpdateSession replaces a session's fields.

@@ -56,6 +56,8 @@ func Exercise(t *testing.T, open Opener) {
 		"RetireMessage":         testRetireMessage,
 		"RetirePart":            testRetirePart,
 		"KeepPart":              testKeepPart,
+		"Schedules":             testSchedules,
+		"ScheduleClaimRace":     testScheduleClaimRace,
 		"WebhookSubscriptions":  testWebhookSubscriptions,
 		"WebhookCallbacks":      testWebhookCallbacks,
 		"WebhookDeliveries":     testWebhookDeliveries,
