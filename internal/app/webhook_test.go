@@ -369,3 +369,39 @@ func TestWebhooksConfig(t *testing.T) {
 		t.Errorf("routes with webhooks off: subscribe %d", st)
 	}
 }
+
+// TestWebhooksAndKeys: an API key that sees only its own sessions may not
+// subscribe (a server-wide subscription would report every session) nor
+// read the deliveries (their payloads are every session's); it gives its
+// prompts a callbackUrl, which reports its own run. A key granted all
+// sessions and the operator use the routes.
+func TestWebhooksAndKeys(t *testing.T) {
+	t.Parallel()
+	rcv := newHookReceiver(t, 0)
+	k := startKeyed(t, withWebhooks)
+	own, ownC := k.key("own", "own", nil)
+	all, _ := k.key("all", "all", nil)
+	for _, r := range [][3]string{{"POST", "/webhook", `{"url":"` + rcv.srv.URL + `"}`}, {"GET", "/webhook", ""},
+		{"GET", "/webhook/delivery", ""}, {"GET", "/webhook/whk_x", ""}, {"POST", "/webhook/delivery/whd_x/retry", ""}} {
+		if st, body := k.raw(r[0], r[1], own.Token, r[2]); st != http.StatusForbidden {
+			t.Errorf("own key: %s %s: %d %s, want 403", r[0], r[1], st, body)
+		}
+	}
+	if st, body := k.raw("POST", "/webhook", all.Token, `{"url":"`+rcv.srv.URL+`/all","events":["ask.waiting"]}`); st != 200 {
+		t.Errorf("a key granted all sessions subscribes: %d %s", st, body)
+	}
+	if st, body := k.raw("GET", "/webhook/delivery", "", ""); st != 200 {
+		t.Errorf("the operator lists the deliveries: %d %s", st, body)
+	}
+	s, err := ownC.CreateSession(t.Context(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"parts":[{"type":"text","text":"reply:mine"}],"callbackUrl":"` + rcv.srv.URL + `/cb"}`
+	if st, b := k.raw("POST", "/session/"+s.ID+"/prompt_async", own.Token, body); st != 204 {
+		t.Fatalf("own key's prompt with a callbackUrl: %d %s", st, b)
+	}
+	if got := rcv.wait(1); got[0].SessionID != s.ID {
+		t.Errorf("callback %+v", got[0])
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd/internal/access"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/engine"
 	"github.com/agentd/agentd/internal/server"
@@ -69,7 +70,7 @@ type DeliveryJSON struct {
 // Routes are the webhooks' routes, served behind the API's middleware.
 func (s *Service) Routes() []server.Route {
 	q := func(name, about string) server.Param { return server.Param{Name: name, Kind: "string", About: about} }
-	return []server.Route{
+	routes := []server.Route{
 		{Method: "POST", Pattern: "/webhook", Tag: "agentd", Handler: s.create,
 			Summary: "Subscribe a URL to webhook events (run.ended, ask.waiting) of one session or all.",
 			Doc:     server.RouteDoc{Body: subscriptionBody{}, Resp: Subscription{}}},
@@ -88,6 +89,26 @@ func (s *Service) Routes() []server.Route {
 			Summary: "One webhook delivery with the payload it sends.", Doc: server.RouteDoc{Resp: DeliveryJSON{}}},
 		{Method: "POST", Pattern: "/webhook/delivery/{id}/retry", Tag: "agentd", Handler: s.retry,
 			Summary: "Send a failed webhook delivery again (same id), with the retry time anew.", Doc: server.RouteDoc{Resp: DeliveryJSON{}}},
+	}
+	for i := range routes {
+		routes[i].Handler = operatorOrAllKeys(routes[i].Handler)
+	}
+	return routes
+}
+
+// operatorOrAllKeys refuses the webhooks' routes to an API key that sees
+// only its own sessions: a server-wide subscription would send it every
+// session's run ends and asks, and the deliveries' payloads are every
+// session's. Such a key gives its prompts a callbackUrl instead (the
+// prompt's route checks that the session is the key's).
+func operatorOrAllKeys(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if access.ListOwner(r.Context()) != "" {
+			writeErr(w, http.StatusForbidden, "ForbiddenError", "API keys that see only their own sessions may not use "+r.URL.Path+
+				": give a prompt a callbackUrl instead")
+			return
+		}
+		h(w, r)
 	}
 }
 
