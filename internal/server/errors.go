@@ -75,11 +75,23 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		return
 	}
 	ce := core.NewError(e.name, e.msg)
-	if id := w.Header().Get(requestIDHeader); id != "" {
+	if id := w.Header().Get(requestIDHeader); id != "" && !strictData(e.name) {
 		// The id a report of this error can quote, to find its log line.
 		ce.Data.Extra = map[string]any{"httpRequestID": id}
 	}
 	writeJSON(w, e.status, ce)
+}
+
+// strictData reports whether opencode's document forbids anything in the
+// named error's data but its own fields: such a body carries no request id
+// (the X-Request-Id header and the access log still do).
+func strictData(name string) bool {
+	switch name {
+	case "UnknownError", "MoveSessionError", "ProjectCopyError", "VcsApplyError", "ProviderAuthError",
+		"MessageAbortedError", "StructuredOutputError", "ContextOverflowError", "ContentFilterError", "APIError":
+		return true
+	}
+	return strings.HasPrefix(name, "Worktree") || strings.HasPrefix(name, "Workspace")
 }
 
 // decodeJSON reads a JSON request body into v. An empty body is allowed
