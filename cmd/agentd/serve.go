@@ -56,7 +56,7 @@ is agentd/scripted, an offline model driven by directives such as reply:TEXT.`,
 		"AGENTD_SERVER_PASSWORD   require HTTP basic auth (needed to listen beyond loopback)",
 		"AGENTD_SERVER_USERNAME   the basic auth user (default opencode)",
 		"XDG_CONFIG_HOME, XDG_DATA_HOME   where the global agentd.json and the database live",
-		"OTEL_EXPORTER_OTLP_ENDPOINT      export traces (see README)",
+		"OTEL_EXPORTER_OTLP_ENDPOINT      export traces (see docs/operations.md)",
 	},
 	exits: []string{"0  stopped by SIGINT or SIGTERM after a clean shutdown"},
 }
@@ -169,7 +169,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	def := cfg.Engine.DefaultModel
 	if def.ProviderID == "agentd" {
 		log.Info("model: agentd/scripted, the offline model driven by directives such as reply:TEXT; " +
-			"for a real one set OPENAI_API_KEY or ANTHROPIC_API_KEY, or add a provider block and \"model\": \"provider/model\" to agentd.json (see README)")
+			"for a real one set OPENAI_API_KEY or ANTHROPIC_API_KEY, or add a provider block and \"model\": \"provider/model\" to agentd.json (see docs/providers.md)")
 	} else {
 		log.Info("model", "default", def.ProviderID+"/"+def.ModelID, "providers", strings.Join(cfg.Models.Providers(), ", "))
 	}

@@ -331,12 +331,13 @@ func TestSilentStepBecomesVisible(t *testing.T) {
 	n.waitIdle(sid)
 }
 
-// TestEveryDocumentedMetricFromTheStart: each metric the README lists is
+// TestEveryDocumentedMetricFromTheStart: each metric the operations guide
+// (docs/operations.md) lists is
 // on /metrics of a node that has done nothing yet (at zero), so that
 // dashboards and rate() alerts see it from the first scrape.
 func TestEveryDocumentedMetricFromTheStart(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestEveryDocumentedMetricFromTheStart(t *testing.T) {
 	section, _, _ = strings.Cut(section, "**Traces.**")
 	names := regexp.MustCompile("`(agentd_[a-z_]+)").FindAllStringSubmatch(section, -1)
 	if len(names) < 20 {
-		t.Fatalf("found %d metric names in the README's metrics paragraph", len(names))
+		t.Fatalf("found %d metric names in docs/operations.md's metrics paragraph", len(names))
 	}
 	n := startNode(t)
 	fams := n.scrape()

@@ -11,12 +11,13 @@ import (
 	"testing"
 )
 
-// readmeTables reads the route tables of README.md's section on opencode's
-// routes: the operations (`METHOD /path`) of each table, by its heading.
+// readmeTables reads the route tables of the API reference's section on
+// opencode's routes (docs/api.md): the operations (`METHOD /path`) of each
+// table, by its heading.
 func readmeTables(t *testing.T) map[string][]string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "docs", "api.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -363,10 +363,10 @@ func TestSchemaJudges(t *testing.T) {
 	}
 }
 
-// TestRouteTable checks that README's route table names every route of
-// opencode's document, served or not.
+// TestRouteTable checks that the API reference's route table (docs/api.md)
+// names every route of opencode's document, served or not.
 func TestRouteTable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,10 +36,34 @@ type block struct {
 	closed     bool
 }
 
+// pages are the README and the guides and reference under docs/, as
+// paths from the repository's root.
+func pages(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{"README.md"}
+	for _, d := range docs {
+		out = append(out, "docs/"+filepath.Base(d))
+	}
+	if len(out) < 8 {
+		t.Fatalf("pages: %v", out)
+	}
+	return out
+}
+
 // parse renders the README's structure with a CommonMark parser.
 func parse(t *testing.T) ([]byte, []block, map[int]bool) {
 	t.Helper()
-	src, err := os.ReadFile("../../README.md")
+	return parsePage(t, "README.md")
+}
+
+// parsePage renders one page's structure with a CommonMark parser.
+func parsePage(t *testing.T, page string) ([]byte, []block, map[int]bool) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("../..", page))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,20 +109,24 @@ func parse(t *testing.T) ([]byte, []block, map[int]bool) {
 // page).
 func TestREADMERenders(t *testing.T) {
 	t.Parallel()
-	src, blocks, inCode := parse(t)
-	if len(blocks) < 10 {
-		t.Fatalf("%d code blocks found", len(blocks))
-	}
-	for _, b := range blocks {
-		if !b.closed {
-			t.Errorf("the code block starting at line %d is not closed", b.start-1)
+	total := 0
+	for _, page := range pages(t) {
+		src, blocks, inCode := parsePage(t, page)
+		total += len(blocks)
+		for _, b := range blocks {
+			if !b.closed {
+				t.Errorf("%s: the code block starting at line %d is not closed", page, b.start-1)
+			}
+		}
+		heading := regexp.MustCompile(`^#{2,6} \S`)
+		for i, line := range strings.Split(string(src), "\n") {
+			if heading.MatchString(line) && inCode[i+1] {
+				t.Errorf("%s: line %d %q renders as code: a fence above it is not closed", page, i+1, line)
+			}
 		}
 	}
-	heading := regexp.MustCompile(`^#{2,6} \S`)
-	for i, line := range strings.Split(string(src), "\n") {
-		if heading.MatchString(line) && inCode[i+1] {
-			t.Errorf("line %d %q renders as code: a fence above it is not closed", i+1, line)
-		}
+	if total < 20 {
+		t.Fatalf("%d code blocks found", total)
 	}
 }
 
@@ -106,16 +134,21 @@ func TestREADMERenders(t *testing.T) {
 // agentd's strict check accepts (no unknown key, no typo).
 func TestREADMEConfigExamples(t *testing.T) {
 	t.Parallel()
-	_, blocks, _ := parse(t)
 	n := 0
-	for _, b := range blocks {
-		if b.lang != "json" {
-			continue
+	for _, page := range pages(t) {
+		if page == "docs/ARCHITECTURE.md" {
+			continue // its JSON is the design's, not configurations
 		}
-		n++
-		anyVar := func(string) (string, bool) { return "x", true }
-		if _, _, err := config.ParseFile(fmt.Sprintf("README.md:%d", b.start), []byte(b.code), anyVar); err != nil {
-			t.Errorf("the example at line %d: %v", b.start, err)
+		_, blocks, _ := parsePage(t, page)
+		for _, b := range blocks {
+			if b.lang != "json" {
+				continue
+			}
+			n++
+			anyVar := func(string) (string, bool) { return "x", true }
+			if _, _, err := config.ParseFile(fmt.Sprintf("%s:%d", page, b.start), []byte(b.code), anyVar); err != nil {
+				t.Errorf("%s: the example at line %d: %v", page, b.start, err)
+			}
 		}
 	}
 	if n < 5 {
