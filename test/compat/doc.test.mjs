@@ -37,14 +37,14 @@ export async function use(baseUrl: string): Promise<string> {
   const s = await c.POST("/session", { body: { title: "typed" } });
   if (!s.data) throw new Error("no session");
   const id: string = s.data.id;
-  const sent = await c.POST("/session/{id}/message", {
-    params: { path: { id } },
+  const sent = await c.POST("/session/{sessionID}/message", {
+    params: { path: { sessionID: id } },
     body: { parts: [{ type: "text", text: "reply:typed hello" }] },
   });
   const parts = sent.data?.parts ?? [];
-  const st = await c.GET("/session/{id}/status", { params: { path: { id } } });
+  const st = await c.GET("/session/{sessionID}/status", { params: { path: { sessionID: id } } });
   const kind: string = st.data?.type ?? "";
-  const runs = await c.GET("/session/{id}/run", { params: { path: { id }, query: { limit: 5 } } });
+  const runs = await c.GET("/session/{sessionID}/run", { params: { path: { sessionID: id }, query: { limit: 5 } } });
   const outcome: string = runs.data?.[0]?.state ?? "";
   return [kind, outcome, parts.length].join(" ");
 }
@@ -67,15 +67,15 @@ test("the generated client's calls work against agentd", async () => {
   const s = await c.POST("/session", { body: { title: "typed" } });
   assert.equal(s.response.status, 200);
   const id = s.data.id;
-  const sent = await c.POST("/session/{id}/message", {
-    params: { path: { id } },
+  const sent = await c.POST("/session/{sessionID}/message", {
+    params: { path: { sessionID: id } },
     body: { parts: [{ type: "text", text: "reply:typed hello" }] },
   });
   assert.ok(sent.data.parts.some((p) => p.type === "text" && p.text === "typed hello"));
-  const st = await c.GET("/session/{id}/status", { params: { path: { id } } });
+  const st = await c.GET("/session/{sessionID}/status", { params: { path: { sessionID: id } } });
   assert.equal(st.data.type, "idle");
   assert.equal(st.data.last.outcome, "succeeded");
-  const missing = await c.GET("/session/{id}", { params: { path: { id: "ses_nope" } } });
+  const missing = await c.GET("/session/{sessionID}", { params: { path: { sessionID: "ses_nope" } } });
   assert.equal(missing.response.status, 404);
   assert.equal(missing.error.name, "NotFoundError");
 });
