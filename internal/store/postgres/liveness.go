@@ -47,9 +47,11 @@ func ownerGone(prefix, me string, grace time.Duration) string {
 	if grace < 0 {
 		return "false"
 	}
-	return fmt.Sprintf(`(lease_expires_ms > 0 AND NOT EXISTS (
-			SELECT 1 FROM pg_stat_activity a WHERE a.datname = current_database()
-				AND a.application_name = left(%[1]s || lease_owner, 63))
+	// Both subqueries are uncorrelated: PostgreSQL reads pg_stat_activity
+	// once per statement (a hashed subplan), not once per leased run.
+	return fmt.Sprintf(`(lease_expires_ms > 0 AND left(%[1]s || lease_owner, 63) NOT IN (
+			SELECT a.application_name FROM pg_stat_activity a WHERE a.datname = current_database()
+				AND a.application_name IS NOT NULL)
 		AND EXISTS (
 			SELECT 1 FROM pg_stat_activity a WHERE a.datname = current_database()
 				AND a.application_name = %[2]s AND a.backend_start <= now() - interval '%[3]d milliseconds'))`,
