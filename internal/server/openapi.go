@@ -214,24 +214,29 @@ func (s *Server) OpenAPI() map[string]any {
 }
 
 // docSchemes are the ways a client may authenticate: basic auth where the
-// server has a password, none where it has not.
+// server has a password, a bearer token where it has API keys.
 func (s *Server) docSchemes() map[string]any {
-	if s.cfg.Security.Password == "" {
-		return map[string]any{}
+	schemes := map[string]any{}
+	if s.cfg.Security.Password != "" {
+		schemes["basicAuth"] = map[string]any{"type": "http", "scheme": "basic",
+			"description": "The server's password (--password, OPENCODE_SERVER_PASSWORD) with the user opencode (or OPENCODE_SERVER_USERNAME)."}
 	}
-	return map[string]any{"basicAuth": map[string]any{"type": "http", "scheme": "basic",
-		"description": "The server's password (--password, OPENCODE_SERVER_PASSWORD) with the user opencode (or OPENCODE_SERVER_USERNAME)."}}
+	if s.cfg.Keys != nil {
+		schemes["bearerAuth"] = map[string]any{"type": "http", "scheme": "bearer",
+			"description": "An API key's token (agentd key create); the key sees only what it was granted."}
+	}
+	return schemes
 }
 
 // docSecurity is the document's security requirement: one of docSchemes,
-// or none (an empty requirement) where there are none.
+// or none (an empty requirement) where the server has no password.
 func (s *Server) docSecurity() []any {
 	var req []any
 	for _, name := range slices.Sorted(maps.Keys(s.docSchemes())) {
 		req = append(req, map[string]any{name: []any{}})
 	}
-	if len(req) == 0 {
-		return []any{map[string]any{}}
+	if s.cfg.Security.Password == "" {
+		req = append(req, map[string]any{})
 	}
 	return req
 }

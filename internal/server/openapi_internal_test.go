@@ -1,6 +1,10 @@
 package server
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/agentd/agentd/internal/access"
+)
 
 // TestEveryRouteDocumented keeps ops and the route table one to one: a
 // route without its document entry, or an entry without its route,
@@ -33,6 +37,18 @@ func TestDocSecurity(t *testing.T) {
 		required := len(sec) == 1 && len(sec[0].(map[string]any)) == 1
 		if basic != (pw != "") || required != (pw != "") {
 			t.Errorf("password %q: schemes %v, security %v", pw, schemes, sec)
+		}
+	}
+	// API keys: a bearer token beside the password, and nothing else
+	// required where there is no password.
+	for _, pw := range []string{"", "secret"} {
+		d := New(nil, nil, nil, Config{Security: Security{Password: pw}, Keys: &access.Keys{}}).OpenAPI()
+		schemes := d["components"].(map[string]any)["securitySchemes"].(map[string]any)
+		sec := d["security"].([]any)
+		_, bearer := schemes["bearerAuth"]
+		anonymous := len(sec[len(sec)-1].(map[string]any)) == 0
+		if !bearer || anonymous != (pw == "") || len(sec) != 2 {
+			t.Errorf("keys, password %q: schemes %v, security %v", pw, schemes, sec)
 		}
 	}
 }
