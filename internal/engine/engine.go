@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/pause"
 	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/sandbox"
@@ -225,7 +226,7 @@ type Engine struct {
 	admissions map[string]trace.SpanContext
 	baseCtx    context.Context
 	cancel     context.CancelCauseFunc
-	history    historyCache
+	history    modelview.Cache
 	// snapshotWarned holds the workspaces (and kinds of failure) whose
 	// snapshot failure was logged.
 	snapshotWarned sync.Map
