@@ -91,7 +91,17 @@ func (r *runner) compact(ctx context.Context, overflow bool) (outcome, bool) {
 		return o, true
 	}
 	r.justCompacted = true
-	return outcome{}, r.setPhase(ctx, "") != nil
+	if err := r.setPhase(ctx, ""); err != nil {
+		return outcome{}, true
+	}
+	// opencode asks experimental.compaction.autocontinue where it would
+	// add its "continue" turn (the run's tail already holds the prompt):
+	// false ends the run here, as opencode's loop ends without that turn.
+	in := plugin.StepInput{SessionID: r.run.SessionID, Directory: r.dir, MessageID: parent, Agent: r.agent.Name, Model: r.run.Model}
+	if !overflow && !r.e.cfg.Hooks.AutoContinue(ctx, in) {
+		return succeeded, true
+	}
+	return outcome{}, false
 }
 
 // setPhase records the run's phase (and the status it implies).
