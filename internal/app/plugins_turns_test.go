@@ -1,11 +1,11 @@
 package app_test
 
 import (
-	"log/slog"
-	"os"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"

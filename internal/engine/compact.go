@@ -91,17 +91,12 @@ func (r *runner) compact(ctx context.Context, overflow bool) (outcome, bool) {
 		return o, true
 	}
 	r.justCompacted = true
-	if err := r.setPhase(ctx, ""); err != nil {
-		return outcome{}, true
+	if err := r.setPhase(ctx, ""); err != nil || overflow {
+		return outcome{}, err != nil
 	}
-	// opencode asks experimental.compaction.autocontinue where it would
-	// add its "continue" turn (the run's tail already holds the prompt):
-	// false ends the run here, as opencode's loop ends without that turn.
+	// experimental.compaction.autocontinue, where opencode adds its "continue" turn: false ends the run, as there.
 	in := plugin.StepInput{SessionID: r.run.SessionID, Directory: r.dir, MessageID: parent, Agent: r.agent.Name, Model: r.run.Model}
-	if !overflow && !r.e.cfg.Hooks.AutoContinue(ctx, in) {
-		return succeeded, true
-	}
-	return outcome{}, false
+	return succeeded, !r.e.cfg.Hooks.AutoContinue(ctx, in)
 }
 
 // setPhase records the run's phase (and the status it implies).

@@ -9,7 +9,6 @@ import (
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
-	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/store"
 	"go.opentelemetry.io/otel/codes"
 )
@@ -229,21 +228,18 @@ func (r *runner) flushParts(ctx context.Context, end bool) error {
 	return err
 }
 
-// completeText is experimental.text.complete as the step's text part
-// ends (opencode's text-end): the plugins' text is written as its final.
-func (r *runner) completeText(ctx context.Context) {
-	if st := r.step.text; st != nil {
-		p := st.part
-		if t := r.e.cfg.Hooks.TextComplete(ctx, plugin.TextInput{SessionID: p.SessionID, Directory: r.dir, MessageID: p.MessageID,
-			PartID: p.ID}, st.buf.String()); t != st.buf.String() {
-			st.buf.Reset()
-			st.buf.WriteString(t)
-		}
+// completeText is experimental.text.complete as the text part ends
+// (opencode's text-end): the plugins' text is the part's final text.
+func (r *runner) completeText(ctx context.Context, failed bool) {
+	if st := r.step.text; st != nil && !failed {
+		t := r.e.cfg.Hooks.TextComplete(ctx, r.dir, *st.part, st.buf.String())
+		st.buf.Reset()
+		st.buf.WriteString(t)
 	}
 }
 
 func (r *runner) closeText(ctx context.Context) error {
-	r.completeText(ctx)
+	r.completeText(ctx, false)
 	if err := r.flushParts(ctx, true); err != nil {
 		return err
 	}
@@ -256,9 +252,7 @@ func (r *runner) closeText(ctx context.Context) error {
 // for the runner's next transaction: the end of the run, or the running
 // state of the first tool call.
 func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
-	if failure == nil {
-		r.completeText(ctx)
-	}
+	r.completeText(ctx, failure != nil)
 	s := r.step
 	now := r.e.now()
 	tokens := core.Tokens{Input: s.usage.Input, Output: s.usage.Output, Reasoning: s.usage.Reasoning,

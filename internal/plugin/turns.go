@@ -15,9 +15,10 @@ import (
 // on, the run's own model), and says so in the log.
 type Turns interface {
 	// TextComplete is experimental.text.complete, as a text part of an
-	// assistant message ends (opencode's text-end): the text the plugins
-	// make of it, which the engine writes as the part's final text.
-	TextComplete(ctx context.Context, in TextInput, text string) string
+	// assistant message ends (opencode's text-end; part is the part in
+	// dir, text its text): the text the plugins make of it, which the
+	// engine writes as the part's final text.
+	TextComplete(ctx context.Context, dir string, part core.Part, text string) string
 	// AutoContinue is experimental.compaction.autocontinue, after an
 	// automatic compaction succeeded: whether the run goes on.
 	AutoContinue(ctx context.Context, in StepInput) bool
@@ -27,16 +28,8 @@ type Turns interface {
 	SmallModel(ctx context.Context, dir, provider string) *core.ModelRef
 }
 
-// TextInput names the text part that ended.
-type TextInput struct {
-	SessionID string
-	Directory string
-	MessageID string // the assistant message
-	PartID    string
-}
-
 // TextComplete implements Turns.
-func (None) TextComplete(_ context.Context, _ TextInput, text string) string { return text }
+func (None) TextComplete(_ context.Context, _ string, _ core.Part, text string) string { return text }
 
 // AutoContinue implements Turns.
 func (None) AutoContinue(context.Context, StepInput) bool { return true }
@@ -45,15 +38,15 @@ func (None) AutoContinue(context.Context, StepInput) bool { return true }
 func (None) SmallModel(context.Context, string, string) *core.ModelRef { return nil }
 
 // TextComplete implements Turns.
-func (h *Host) TextComplete(ctx context.Context, in TextInput, text string) string {
+func (h *Host) TextComplete(ctx context.Context, dir string, part core.Part, text string) string {
 	var out struct {
 		Text *string `json:"text"`
 	}
-	err := h.hook(ctx, in.Directory, in.SessionID, "experimental.text.complete",
-		map[string]any{"sessionID": in.SessionID, "messageID": in.MessageID, "partID": in.PartID},
+	err := h.hook(ctx, dir, part.SessionID, "experimental.text.complete",
+		map[string]any{"sessionID": part.SessionID, "messageID": part.MessageID, "partID": part.ID},
 		map[string]any{"text": text}, &out)
 	if err != nil {
-		h.log.Warn("the text stays as the model wrote it", "hook", "experimental.text.complete", "part", in.PartID, "err", err)
+		h.log.Warn("the text stays as the model wrote it", "hook", "experimental.text.complete", "part", part.ID, "err", err)
 		return text
 	}
 	if out.Text == nil {

@@ -46,7 +46,7 @@ type Writer struct {
 	// session in dir whose model is of provider (the plugins'
 	// experimental.provider.small_model); nil leaves the run's model.
 	Choose func(ctx context.Context, dir, provider string) *core.ModelRef
-	log   *slog.Logger
+	log    *slog.Logger
 
 	mu      sync.Mutex
 	ctx     context.Context
