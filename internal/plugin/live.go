@@ -31,7 +31,7 @@ import (
 // still running (host.js).
 const (
 	eventWindow   = 256
-	maxLiveQueued = 1024
+	maxLiveQueued = 4096
 	maxQueued     = 16384
 )
 
