@@ -285,12 +285,12 @@ func TestPluginSlowEventHook(t *testing.T) {
 	t.Parallel()
 	n, _, logPath := turnNode(t, "slowevents.js", "")
 	sid := n.session()
-	m := n.send(sid, "reply:"+strings.Repeat("word ", 3000))
+	m := n.send(sid, "reply:"+strings.Repeat("word ", 8000))
 	if !strings.HasPrefix(textOf(m), "word word") {
 		t.Fatalf("answer = %.40q", textOf(m))
 	}
 	seen := len(readLog(t, logPath))
-	if seen >= 3000 {
+	if seen >= 8000 {
 		t.Errorf("the plugin saw all %d deltas before the answer was done: the stream waited for it", seen)
 	}
 	if d := n.app.PluginHost().EventsDropped(); d == 0 {
