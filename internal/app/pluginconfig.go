@@ -200,10 +200,18 @@ func pluginAgents(cfg *Config, base, f config.File, was, now map[string]any) ([]
 		if j := slices.IndexFunc(operator, func(o agent.Agent) bool { return o.Name == a.Name }); j >= 0 {
 			rules, tools = slices.Clone(operator[j].Permission), maps.Clone(operator[j].Tools)
 		}
+		loose := false
 		for _, r := range a.Permission {
-			if r.Action == core.ActionDeny && !slices.Contains(rules, r) {
+			switch {
+			case slices.Contains(rules, r):
+			case r.Action == core.ActionDeny:
 				rules = append(rules, r)
+			default:
+				loose = true
 			}
+		}
+		if loose {
+			cfg.Logger.Warn("a plugin's agent rules that do not deny are not applied", "agent", a.Name)
 		}
 		for name, on := range f.Agent[a.Name].Tools {
 			if !on {
