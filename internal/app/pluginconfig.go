@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/command"
@@ -31,6 +32,9 @@ import (
 // sandbox), plugin, tools, snapshot.
 var pluginKeys = []string{"command", "agent", "instructions", "model", "small_model"}
 
+// pluginConfigWait bounds the wait for the config hooks at start.
+const pluginConfigWait = 10 * time.Second
+
 // pluginConfig applies what the plugins' config hooks changed; commands
 // is the node's command catalog. A config hook that cannot be read back
 // leaves the configuration as it is (logged): it never stops the server.
@@ -42,7 +46,11 @@ func pluginConfig(ctx context.Context, cfg *Config, h *plugin.Host, commands *co
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	after, err := h.Config(ctx, dir)
+	// A plugin whose set-up awaits its client (agentd, not serving yet)
+	// is not waited for: its instance is made meanwhile, and used later.
+	cctx, cancel := context.WithTimeout(ctx, pluginConfigWait)
+	defer cancel()
+	after, err := h.Config(cctx, dir)
 	if err != nil || after == nil {
 		if err != nil {
 			cfg.Logger.Warn("the plugins' config hooks are not read back", "err", err)
