@@ -49,6 +49,8 @@ type Registry struct {
 	// unconfigured maps the providers agentd knows but that are not
 	// enabled to what enables them.
 	unconfigured map[string]string
+	// setups are how providers are built (see Setup).
+	setups map[string]Setup
 }
 
 type registered struct {
