@@ -62,3 +62,12 @@ func (r *Registry) Replace(id string, fn func(p Provider, models map[string]Mode
 	delete(r.unconfigured, id)
 	return true
 }
+
+// Lookup returns provider id and its models (nil: any model id); false
+// when it is not registered.
+func (r *Registry) Lookup(id string) (Provider, map[string]Model, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	reg, ok := r.providers[id]
+	return reg.p, reg.models, ok
+}

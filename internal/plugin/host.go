@@ -87,6 +87,7 @@ type Host struct {
 	historySent atomic.Int64
 	tools       *toolSource
 	calls       sync.Map // tool call ref → *callState
+	auth        authHost // the auth and provider hooks (auth.go)
 }
 
 // proc is one host process.
@@ -209,6 +210,7 @@ func (h *Host) spawn(ctx context.Context) (*proc, error) {
 	})
 	go func() {
 		p.conn.read(hostOut, func(err error) { h.log.Warn("plugin host", "err", err) })
+		h.fetchesGone(p)
 		hostOut.Close()
 		_ = cmd.Wait()
 		hostIn.Close()
