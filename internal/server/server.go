@@ -52,7 +52,7 @@ type Config struct {
 	Catalog Catalog
 	// ProviderAuth serves the providers' logins plugins offer (nil: none).
 	ProviderAuth ProviderAuth
-	Paths   Paths
+	Paths        Paths
 	// Pprof serves Go's profiles under /debug/pprof/ (behind the same
 	// security as every route).
 	Pprof bool
