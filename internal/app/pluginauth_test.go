@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,6 +145,29 @@ func TestPluginAuthFetch(t *testing.T) {
 	}
 	n.waitIdle(sid2)
 
+	// A host that dies mid-stream fails that call (kept, marked as
+	// retried), and the run goes on with a restarted host.
+	sid3 := n.session()
+	if err := n.c.SendAsync(ctx, sid3, client.Prompt{Text: "sleep:500\nreply:never"}); err != nil {
+		t.Fatal(err)
+	}
+	n.streamingStarted(sid3, "")
+	if err := syscall.Kill(-n.app.PluginHost().Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	n.waitTranscript(sid3, func(msgs []core.MessageWithParts) bool {
+		for _, m := range msgs {
+			if e := m.Info.Error; e.Ref() == core.RefStreamRetried && strings.Contains(e.Data.Message, "plugin host exited") {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := n.c.Abort(ctx, sid3); err != nil {
+		t.Fatal(err)
+	}
+	n.waitIdle(sid3)
+
 	// A fetch that never answers.
 	start := time.Now()
 	m := n.send(n.session(), "[stall]\nreply:x")
@@ -237,5 +261,4 @@ func TestPluginAuthRoutes(t *testing.T) {
 	if !strings.Contains(string(last.Body), `"model":"fake-model"`) {
 		t.Errorf("the plugin's model is sent as its api id: %s", last.Body)
 	}
-	_ = core.RoleAssistant
 }

@@ -11,6 +11,7 @@ import { appendFileSync } from "node:fs"
 export const OAuthLogin = async ({ client }, options) => {
   const log = (x) => options?.log && appendFileSync(options.log, JSON.stringify(x) + "\n")
   let refreshes = 0
+  let refreshing
   return {
     auth: {
       provider: "fake",
@@ -24,11 +25,15 @@ export const OAuthLogin = async ({ client }, options) => {
           async fetch(input, init) {
             let auth = await getAuth()
             if (auth.expires < Date.now()) {
-              refreshes++
-              const next = { type: "oauth", refresh: auth.refresh, access: `access-refreshed-${refreshes}`, expires: Date.now() + 3600_000 }
-              await client.auth.set({ path: { id: "fake" }, body: next })
+              // One refresh at a time: a title's call runs beside the first step's.
+              refreshing ??= (async () => {
+                refreshes++
+                const next = { type: "oauth", refresh: auth.refresh, access: `access-refreshed-${refreshes}`, expires: Date.now() + 3600_000 }
+                await client.auth.set({ path: { id: "fake" }, body: next })
+                log({ refreshed: next.access })
+              })().finally(() => (refreshing = undefined))
+              await refreshing
               auth = await getAuth()
-              log({ refreshed: auth.access })
             }
             const body = typeof init?.body === "string" ? init.body : new TextDecoder().decode(init?.body ?? new Uint8Array())
             if (body.includes("[stall]")) {
