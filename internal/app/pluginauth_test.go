@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/credential"
 	"github.com/agentd/agentd/internal/fakellm"
 )
 
@@ -260,5 +262,74 @@ func TestPluginAuthRoutes(t *testing.T) {
 	last := fake.Recorded()[len(fake.Recorded())-1]
 	if !strings.Contains(string(last.Body), `"model":"fake-model"`) {
 		t.Errorf("the plugin's model is sent as its api id: %s", last.Body)
+	}
+}
+
+// TestPluginAuthStockProvider: opencode-anthropic-auth's case. Nothing
+// configures anthropic and no key is set; a stored login and a plugin
+// whose auth names anthropic enable it: GET /provider lists it, a prompt
+// to any of its models goes through the Anthropic client and the plugin's
+// fetch (the fake model sees the bearer, not an API key), and the provider
+// hook's model is added without closing the provider to other model ids.
+func TestPluginAuthStockProvider(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	dir, specs := pluginFolder(t, "oauthlogin.js")
+	fake := fakellm.New(fakellm.Options{Second: 20 * time.Millisecond, Record: true})
+	headers := &headerLog{}
+	hs := httptest.NewServer(headers.wrap(fake.Handler()))
+	t.Cleanup(hs.Close)
+	specs[0].Options = map[string]any{"target": hs.URL, "provider": "anthropic"}
+	f, err := config.Parse([]byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, def, err := f.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, func(c *app.Config) {
+		c.Models, c.Engine.DefaultModel = models, def
+		c.Plugins.Specs, c.Plugins.Dir = specs, dir
+		creds, err := credential.Open(app.CredentialsFile(c.DBPath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := creds.Put("anthropic", credential.Entry{Type: "oauth", Access: "access-1", Refresh: "r",
+			Expires: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
+			t.Fatal(err)
+		}
+		c.Credentials = creds
+	})
+	var list struct {
+		All       []map[string]any `json:"all"`
+		Connected []string         `json:"connected"`
+	}
+	if code := n.call("GET", "/provider", nil, &list); code != 200 || !slices.Contains(list.Connected, "anthropic") {
+		t.Errorf("GET /provider: %d, connected %v", code, list.Connected)
+	}
+	sid := n.session()
+	m, err := n.c.Send(t.Context(), sid, client.Prompt{Text: "reply:hello from anthropic",
+		Model: &client.ModelRef{ProviderID: "anthropic", ModelID: "claude-sonnet-4-5"}})
+	if err != nil || textOf(m) != "hello from anthropic" {
+		t.Fatalf("a prompt to anthropic: %v %q %+v", err, textOf(m), m.Info.Error)
+	}
+	if got := headers.values("Authorization"); len(got) == 0 || got[len(got)-1] != "Bearer access-1" {
+		t.Errorf("Authorization = %q", got)
+	}
+	if got := headers.values("X-Api-Key"); len(got) == 0 || got[len(got)-1] != "" {
+		t.Errorf("x-api-key = %q, want none", got)
+	}
+	rec := fake.Recorded()
+	if last := rec[len(rec)-1]; !strings.Contains(string(last.Body), `"model":"claude-sonnet-4-5"`) {
+		t.Errorf("the request: %s", last.Body)
+	}
+	m, err = n.c.Send(t.Context(), sid, client.Prompt{Text: "reply:the plugin's model",
+		Model: &client.ModelRef{ProviderID: "anthropic", ModelID: "plugin-model"}})
+	if err != nil || textOf(m) != "the plugin's model" {
+		t.Fatalf("a prompt to the provider hook's model: %v %q", err, textOf(m))
+	}
+	rec = fake.Recorded()
+	if last := rec[len(rec)-1]; !strings.Contains(string(last.Body), `"model":"fake-model"`) {
+		t.Errorf("the provider hook's model is sent as its api id: %s", last.Body)
 	}
 }

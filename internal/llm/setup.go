@@ -58,7 +58,7 @@ func (r *Registry) Replace(id string, fn func(p Provider, models map[string]Mode
 		return false
 	}
 	p, models := fn(reg.p, reg.models)
-	r.providers[id] = registered{p: p, models: models}
+	r.providers[id] = registered{p: p, models: models, open: reg.open}
 	delete(r.unconfigured, id)
 	return true
 }
@@ -70,4 +70,27 @@ func (r *Registry) Lookup(id string) (Provider, map[string]Model, bool) {
 	defer r.mu.RUnlock()
 	reg, ok := r.providers[id]
 	return reg.p, reg.models, ok
+}
+
+// AddModels adds models to provider id (a plugin's provider hook), the
+// provider's own kept where both name one; a provider that took any model
+// id still does. False when it is not registered.
+func (r *Registry) AddModels(id string, add map[string]Model) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reg, ok := r.providers[id]
+	if !ok {
+		return false
+	}
+	next := make(map[string]Model, len(reg.models)+len(add))
+	for k, v := range add {
+		next[k] = v
+	}
+	for k, v := range reg.models {
+		next[k] = v
+	}
+	reg.open = reg.open || reg.models == nil
+	reg.models = next
+	r.providers[id] = reg
+	return true
 }

@@ -290,12 +290,12 @@ func providerInfo(id string, models map[string]llm.Model) map[string]any {
 // stored credential its loaders' options set the client up and their
 // fetch carries its calls; without one it is the provider as configured.
 type authProvider struct {
-	h      *Host
-	id     string
-	dir    string // for calls that name no directory (titles)
-	setup  llm.Setup
-	base   llm.Provider // nil: not configured without the plugin
-	models map[string]llm.Model
+	h     *Host
+	id    string
+	dir   string // for calls that name no directory (titles)
+	setup llm.Setup
+	base  llm.Provider  // nil: not configured without the plugin
+	reg   *llm.Registry // its models, for the loader
 
 	mu    sync.Mutex
 	built map[string]llm.Provider
@@ -323,7 +323,8 @@ func (a *authProvider) Stream(ctx context.Context, req llm.Request, emit func(ll
 	if dir == "" {
 		dir = a.dir
 	}
-	l, err := a.h.load(ctx, dir, a.id, auth.Type, providerInfo(a.id, a.models))
+	_, models, _ := a.reg.Lookup(a.id)
+	l, err := a.h.load(ctx, dir, a.id, auth.Type, providerInfo(a.id, models))
 	if err != nil {
 		return err
 	}
@@ -364,6 +365,11 @@ func (a *authProvider) client(dir string, l *loaded, storedKey string) llm.Provi
 	}
 	if l.Fetch {
 		c.HTTPClient = &http.Client{Transport: &fetchTransport{h: a.h, dir: dir, provider: a.id}}
+		if c.APIKey == "" {
+			// The SDKs refuse to build a request without a key; the
+			// plugin's fetch sets its own (see fetchTransport).
+			c.APIKey = noKey
+		}
 	}
 	if a.built == nil {
 		a.built = map[string]llm.Provider{}

@@ -26,6 +26,10 @@ type fetchTransport struct {
 	dir, provider string
 }
 
+// noKey is the key a provider's client is built with when a plugin's
+// fetch carries its calls and no key is known; it never leaves agentd.
+const noKey = "agentd-plugin-fetch-no-key"
+
 // maxBuffered bounds what a fetch's body may hold unread before the call
 // fails (the host does not wait for the reader).
 const maxBuffered = 64 << 20
@@ -61,7 +65,9 @@ func (t *fetchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	headers := make(map[string]string, len(r.Header))
 	for k, v := range r.Header {
-		headers[k] = strings.Join(v, ", ")
+		// The key the client was built with when the loader gave none
+		// reaches the plugin empty, as opencode's AI SDK sends it.
+		headers[k] = strings.ReplaceAll(strings.Join(v, ", "), noKey, "")
 	}
 	s := t.h.newFetch(p)
 	var head struct {

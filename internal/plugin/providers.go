@@ -27,23 +27,15 @@ type ModelInfo struct {
 // SetUpProviders does at start what opencode does when it sets up its
 // providers, with the plugins of dir (the server's directory): each
 // provider a plugin's auth loader serves gets it in front (see
-// authProvider), and each provider a provider hook names gets the models
-// the hook returns, in reg. It returns what the providers' list must say.
+// authProvider), then each provider a provider hook names gets the models
+// the hook returns (a stock provider a login enables is known by then),
+// in reg. It returns what the providers' list must say.
 func (h *Host) SetUpProviders(ctx context.Context, dir string, reg *llm.Registry) ([]ProviderModels, error) {
 	info, err := h.DescribeAuth(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []ProviderModels
-	for _, id := range info.Providers {
-		models, err := h.providerModels(ctx, dir, id, reg)
-		if err != nil {
-			return out, err
-		}
-		if models != nil {
-			out = append(out, ProviderModels{ID: id, Models: models})
-		}
-	}
 	ids := make([]string, 0, len(info.Auth))
 	for id, a := range info.Auth {
 		if a.Loader {
@@ -60,12 +52,22 @@ func (h *Host) SetUpProviders(ctx context.Context, dir string, reg *llm.Registry
 		configured := false
 		reg.Replace(id, func(p llm.Provider, models map[string]llm.Model) (llm.Provider, map[string]llm.Model) {
 			configured = p != nil
-			return &authProvider{h: h, id: id, dir: dir, setup: setup, base: p, models: models}, models
+			return &authProvider{h: h, id: id, dir: dir, setup: setup, base: p, reg: reg}, models
 		})
 		if c := h.credentials(); !configured && c != nil {
 			if _, stored := c.Auth(id); stored {
 				out = append(out, ProviderModels{ID: id, Enabled: true})
 			}
+		}
+	}
+	// After the logins, so that a stock provider a login enables is known.
+	for _, id := range info.Providers {
+		models, err := h.providerModels(ctx, dir, id, reg)
+		if err != nil {
+			return out, err
+		}
+		if models != nil {
+			out = append(out, ProviderModels{ID: id, Models: models})
 		}
 	}
 	return out, nil
@@ -110,12 +112,7 @@ func (h *Host) providerModels(ctx context.Context, dir, id string, reg *llm.Regi
 		out = append(out, ModelInfo{ID: mid, Name: name, Context: m.Limit.Context, Output: m.Limit.Output})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	reg.Replace(id, func(p llm.Provider, models map[string]llm.Model) (llm.Provider, map[string]llm.Model) {
-		for mid, m := range models {
-			next[mid] = m
-		}
-		return p, next
-	})
+	reg.AddModels(id, next)
 	return out, nil
 }
 

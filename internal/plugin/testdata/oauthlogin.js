@@ -5,16 +5,17 @@
 // sends the request to the address in its options (a local fake model)
 // and refreshes an expired token through the client (PUT /auth/{id}); and
 // a provider hook that adds a model. Options: target (the fake model's
-// address), log (a file of JSON lines).
+// address), provider (its id, default "fake"), log (a file of JSON lines).
 import { appendFileSync } from "node:fs"
 
 export const OAuthLogin = async ({ client }, options) => {
   const log = (x) => options?.log && appendFileSync(options.log, JSON.stringify(x) + "\n")
+  const id = options?.provider ?? "fake"
   let refreshes = 0
   let refreshing
   return {
     auth: {
-      provider: "fake",
+      provider: id,
       async loader(getAuth, provider) {
         const auth = await getAuth()
         log({ loader: auth.type, models: Object.keys(provider?.models ?? {}) })
@@ -29,7 +30,7 @@ export const OAuthLogin = async ({ client }, options) => {
               refreshing ??= (async () => {
                 refreshes++
                 const next = { type: "oauth", refresh: auth.refresh, access: `access-refreshed-${refreshes}`, expires: Date.now() + 3600_000 }
-                await client.auth.set({ path: { id: "fake" }, body: next })
+                await client.auth.set({ path: { id }, body: next })
                 log({ refreshed: next.access })
               })().finally(() => (refreshing = undefined))
               await refreshing
@@ -74,14 +75,14 @@ export const OAuthLogin = async ({ client }, options) => {
       ],
     },
     provider: {
-      id: "fake",
+      id,
       async models(provider, ctx) {
         log({ providerHook: Object.keys(provider.models), auth: ctx.auth?.type ?? null })
         return {
           ...provider.models,
           "plugin-model": {
             id: "plugin-model",
-            providerID: "fake",
+            providerID: id,
             name: "A model from a plugin",
             api: { id: "fake-model", url: "", npm: "@ai-sdk/openai-compatible" },
             limit: { context: 50000, output: 2000 },
