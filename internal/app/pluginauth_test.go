@@ -83,8 +83,10 @@ func (h *headerLog) values(name string) []string {
 // through its client (PUT /auth/fake) and the next call uses the stored
 // one without refreshing again; an answer streams through the fetch (its
 // first words are stored while the fake model is still answering), and an
-// abort reaches the fake model through it; a fetch that never answers
-// fails the call after the hook timeout with the reason, and the run ends.
+// abort reaches the fake model through it; a host killed while an answer
+// streams fails that call (kept, marked retried); a fetch that never answers
+// fails the call after the hook timeout with the reason, and the run
+// ends; so does a loader that never answers.
 func TestPluginAuthFetch(t *testing.T) {
 	t.Parallel()
 	n, fake, headers, logPath := authNode(t, 2*time.Second)
@@ -179,6 +181,17 @@ func TestPluginAuthFetch(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("a stuck fetch held the run %s", d)
+	}
+
+	// A loader that never answers (a key replaces the login: the loader
+	// runs again).
+	if code := n.call("PUT", "/auth/fake", map[string]any{"type": "api", "key": "stall-loader"}, nil); code != 200 {
+		t.Fatalf("PUT /auth/fake: %d", code)
+	}
+	m = n.send(n.session(), "reply:x")
+	if m.Info.Error == nil || !strings.Contains(m.Info.Error.Data.Message, "auth loader of provider fake") ||
+		!strings.Contains(m.Info.Error.Data.Message, "no answer within 2s") {
+		t.Errorf("a stuck loader: the message's error is %+v", m.Info.Error)
 	}
 }
 

@@ -4,7 +4,8 @@
 // fetch that sends the access token as a bearer, adds a header of its own,
 // sends the request to the address in its options (a local fake model)
 // and refreshes an expired token through the client (PUT /auth/{id}); and
-// a provider hook that adds a model. Options: target (the fake model's
+// a provider hook that adds a model. A stored key "stall-loader" makes
+// the loader never answer, a prompt with "[stall]" the fetch. Options: target (the fake model's
 // address), provider (its id, default "fake"), log (a file of JSON lines).
 import { appendFileSync } from "node:fs"
 
@@ -19,6 +20,7 @@ export const OAuthLogin = async ({ client }, options) => {
       async loader(getAuth, provider) {
         const auth = await getAuth()
         log({ loader: auth.type, models: Object.keys(provider?.models ?? {}) })
+        if (auth.key === "stall-loader") await new Promise(() => {})
         if (auth.type !== "oauth") return {}
         return {
           apiKey: "",
