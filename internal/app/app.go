@@ -58,6 +58,9 @@ type Config struct {
 	Node string
 	// SQLiteSynchronous overrides synchronous=FULL (tests, benchmarks).
 	SQLiteSynchronous string
+	// SQLiteCheckpointEvery overrides how often the WAL is checkpointed
+	// (tests whose full disk must stay full for the WAL too).
+	SQLiteCheckpointEvery time.Duration
 	// Host and Port to listen on; Port 0 picks a free port.
 	Host string
 	Port int
@@ -291,12 +294,14 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("read event log: %w", err)
 	}
 	var serverURL atomic.Value
+	serverURL.Store((&App{cfg: cfg, ln: ln}).URL()) // the config hooks' instance is made before serving
 	plugins, err := startPlugins(ctx, &cfg, tools, &serverURL)
 	if err != nil {
 		release()
 		return nil, err
 	}
 	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
+	pluginConfig(ctx, &cfg, plugins, commands)
 	hub := events.NewHub(st, last, 0)
 	var committed func(int64) bool
 	if c, ok := st.Store.(interface{ Committed(seq int64) bool }); ok {
@@ -304,6 +309,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	toPlugins := pluginEvents(plugins, committed)
 	st.SetCommitHook(func(evs []core.Event) { hub.Publish(evs); toPlugins(evs) })
+	if plugins != nil {
+		hub.OnLive(plugins.Live)
+	}
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	met.Init(knownLabels(cfg, tools))
 	if cfg.Engine.Budget == nil {
@@ -428,7 +436,7 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, *lockfile.Lock, n
 	// From here on the database is named by its real path, so that its
 	// journal, the tools' scope and the lock agree whatever path led to it.
 	cfg.DBPath = lock.Path()
-	db, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
+	db, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous, CheckpointEvery: cfg.SQLiteCheckpointEvery})
 	if err != nil {
 		lock.Release()
 		return nil, nil, nodeDesc{}, err

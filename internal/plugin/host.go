@@ -88,6 +88,10 @@ type Host struct {
 	tools       *toolSource
 	calls       sync.Map // tool call ref → *callState
 	auth        authHost // the auth and provider hooks (auth.go)
+	// events is the event hook's queue (live.go), drained until
+	// eventsDone is closed.
+	events     *eventQueue
+	eventsDone chan struct{}
 }
 
 // proc is one host process.
@@ -100,6 +104,8 @@ type proc struct {
 	// sent are the fingerprints of the history last sent for each
 	// session (see transformMessages).
 	sent map[string][]uint64
+	// eventsSeen is how many events the host said it has taken in.
+	eventsSeen atomic.Int64
 }
 
 // New returns a host; Start starts it.
@@ -125,6 +131,7 @@ func New(opts Options) *Host {
 	h := &Host{opts: opts, log: opts.Logger.With("component", "plugin"), ready: make(chan struct{}), done: make(chan struct{}),
 		up: make(chan struct{})}
 	h.tools = &toolSource{h: h}
+	h.events, h.eventsDone = newEventQueue(), make(chan struct{})
 	return h
 }
 
@@ -168,6 +175,10 @@ func (h *Host) Start(ctx context.Context) error {
 	close(h.up)
 	h.mu.Unlock()
 	go h.supervise(sup, p)
+	go func() {
+		defer close(h.eventsDone)
+		h.sendEvents(sup)
+	}()
 	return nil
 }
 
@@ -202,8 +213,12 @@ func (h *Host) spawn(ctx context.Context) (*proc, error) {
 	ready := make(chan struct{})
 	var once sync.Once
 	p.conn = newConn(hostIn, func(m message) (any, error) {
-		if m.Method == "ready" {
+		switch m.Method {
+		case "ready":
 			once.Do(func() { close(ready) })
+			return nil, nil
+		case "events.seen":
+			p.eventsSeenFrom(m.Params, h.events.seen)
 			return nil, nil
 		}
 		return h.serve(m)
@@ -345,6 +360,7 @@ func (h *Host) Stop() {
 		}
 		cancel()
 		<-h.done
+		<-h.eventsDone
 	})
 }
 
