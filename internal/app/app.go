@@ -70,7 +70,10 @@ type Config struct {
 	Directory string
 	Security  server.Security
 	Heartbeat time.Duration
-	Engine    engine.Config
+	// LiveWindow overrides how far back /event streams opened without a
+	// cursor start (default 300 ms; tests that time the window).
+	LiveWindow time.Duration
+	Engine     engine.Config
 	// Models resolves model references; nil means only agentd/scripted.
 	Models *llm.Registry
 	// Tools offered to models; nil means the built-in set.
@@ -344,7 +347,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	sched := schedule.New(st, eng, cfg.Schedules, cfg.Logger, cfg.Version)
 	api := server.New(st, eng, hub, server.Config{
 		Version: cfg.Version, Directory: cfg.Directory, Security: cfg.Security,
-		Heartbeat: cfg.Heartbeat, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
+		Heartbeat: cfg.Heartbeat, LiveWindow: cfg.LiveWindow, Logger: cfg.Logger, Catalog: *cfg.Catalog, Paths: paths(cfg.DBPath),
 		Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Node: server.NodeInfo{ID: node.id, Database: node.kind, Leases: eng.Leases, Sandbox: sandboxed, Cluster: clusterOf(db)},
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms), CommandHook: commandHook(plugins), ObserveRequest: met.Request,

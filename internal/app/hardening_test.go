@@ -246,7 +246,9 @@ func TestTLS(t *testing.T) {
 // ignores SIGTERM) or is a tool that ignores its context; nothing the
 // call started survives; and shutdown finishes within its grace.
 func TestAbortWhateverTheTool(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times a promise (1 s), and beside the package's
+	// parallel tests (TestExactlyOneEnd drives fifty sessions at once) it
+	// timed the machine's load instead; sequential tests run alone.
 	n := startNode(t, func(c *app.Config) {
 		c.Tools.Add(&tool.Func{ToolName: "stuck", Desc: "Ignores cancellation for a while.",
 			Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {

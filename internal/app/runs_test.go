@@ -199,7 +199,9 @@ func TestRetriesExhaustedAndAuthErrors(t *testing.T) {
 }
 
 func TestAbortIsPrompt(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times a promise (1 s), and beside the package's
+	// parallel tests (TestExactlyOneEnd drives fifty sessions at once) it
+	// timed the machine's load instead; sequential tests run alone.
 	n := startNode(t)
 	sid := n.session()
 	var wg sync.WaitGroup
@@ -664,7 +666,9 @@ func TestStoreStatusMatchesAPI(t *testing.T) {
 // TestAbortKillsBash: a running bash tool (sleep 600) is gone within a
 // second of POST /session/{id}/abort.
 func TestAbortKillsBash(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it times a promise (1 s), and beside the package's
+	// parallel tests (TestExactlyOneEnd drives fifty sessions at once) it
+	// timed the machine's load instead; sequential tests run alone.
 	n := startNode(t)
 	sid := n.session()
 	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:bash:{"command":"echo $$ > shell.pid; sleep 600"}`}); err != nil {

@@ -88,17 +88,12 @@ func (e *Engine) abortRun(ctx context.Context, runID string, reason core.EndReas
 		}
 		if h != nil {
 			h.cancel(cause)
-			select {
-			case <-h.done:
-				// The execution stopped, but whether the run ended is the
-				// store's to say: one that could not write the end is
-				// executed again, and that execution is aborted too.
-				continue
-			case <-deadline.C:
-				return fmt.Errorf("abort run %s: run did not stop", runID)
-			case <-ctx.Done():
-				return ctx.Err()
+			if ended, err := e.awaitEnd(ctx, runID, h.done, deadline.C); ended || err != nil {
+				return err
 			}
+			// The execution stopped without an end: one that could not
+			// write it is executed again, and that execution is aborted too.
+			continue
 		}
 		_, changed := e.hub.Head()
 		done, err := e.finishQueued(ctx, runID, reason)
@@ -118,6 +113,36 @@ func (e *Engine) abortRun(ctx context.Context, runID string, reason core.EndReas
 			return fmt.Errorf("abort run %s: could not reach the run", runID)
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+}
+
+// awaitEnd waits until the store holds the cancelled run ended, which is
+// before its execution's bookkeeping after the end (the session's diff
+// summary, git processes) is done; or until the execution stopped (done),
+// then reporting whether the run ended.
+func (e *Engine) awaitEnd(ctx context.Context, runID string, done <-chan struct{}, deadline <-chan time.Time) (bool, error) {
+	var changed <-chan struct{}
+	for {
+		run, err := e.st.Run(ctx, runID)
+		if err != nil || core.TerminalState(run.State) {
+			return err == nil, err
+		}
+		if changed == nil {
+			// Watched from here on: the run's end commits after this read.
+			changed = e.hub.Watch(run.SessionID)
+			continue
+		}
+		select {
+		case <-changed:
+			changed = e.hub.Watch(run.SessionID)
+		case <-done:
+			run, err := e.st.Run(ctx, runID)
+			return err == nil && core.TerminalState(run.State), err
+		case <-deadline:
+			return false, fmt.Errorf("abort run %s: run did not stop", runID)
+		case <-ctx.Done():
+			return false, ctx.Err()
 		}
 	}
 }

@@ -47,7 +47,10 @@ type Config struct {
 	BodyTimeout time.Duration
 	// Heartbeat is the SSE heartbeat interval; default 10 s.
 	Heartbeat time.Duration
-	Logger    *slog.Logger
+	// LiveWindow is how far back an event stream opened without a cursor
+	// starts (events.StreamOptions.LiveWindow); default 300 ms.
+	LiveWindow time.Duration
+	Logger     *slog.Logger
 	// Catalog and Paths feed opencode's discovery routes.
 	Catalog Catalog
 	// ProviderAuth serves the providers' logins plugins offer (nil: none).

@@ -21,7 +21,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sessionID string
 	ctx, stop := s.cfg.Keys.Watch(r.Context())
 	defer stop()
 	err = s.hub.Stream(ctx, w, s.st.EventBounds, events.StreamOptions{
-		After: after, HasCursor: ok, SessionID: sessionID, Heartbeat: s.cfg.Heartbeat, Wrap: wrap,
+		After: after, HasCursor: ok, SessionID: sessionID, Heartbeat: s.cfg.Heartbeat, LiveWindow: s.cfg.LiveWindow, Wrap: wrap,
 		Filter: s.cfg.Keys.EventFilter(r.Context()),
 	})
 	if err != nil && r.Context().Err() == nil {
