@@ -266,9 +266,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// shared database, this address) left behind (it was killed) are ended
 	// before its runs are recovered.
 	cfg.Engine.ToolScope = toolScope(cfg.DBPath, node)
-	if n := builtin.Sweep(cfg.Engine.ToolScope); n > 0 {
-		cfg.Logger.Warn("killed tool processes left by a previous process", "count", n)
-	}
+	swept := sweepTools(cfg.Engine.ToolScope, cfg.Logger)
 	// The reaper ends this node's tool processes if it dies, and holds the
 	// database's lock until it has.
 	var keep []*os.File
@@ -277,6 +275,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	reaper, err := builtin.StartReaper(cfg.Engine.ToolScope, keep...)
 	if err != nil {
+		swept()
 		st.Close()
 		lock.Release()
 		return nil, err
@@ -284,7 +283,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// From here on, failures release what was taken in reverse order.
 	// The MCP servers connect in the background.
 	mcps.Start(ctx)
-	release := func() { mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
+	release := func() { swept(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
 	_, last, err := st.EventBounds(ctx)
 	if err != nil {
 		release()
@@ -296,7 +295,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		release()
 		return nil, err
 	}
-	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
+	release = func() { swept(); plugins.Stop(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
 	hub := events.NewHub(st, last, 0)
 	var committed func(int64) bool
 	if c, ok := st.Store.(interface{ Committed(seq int64) bool }); ok {
@@ -311,6 +310,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	keys := access.New(st)
 	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
+	// Recovery may resume runs and their tools: what a previous process
+	// left running is ended first.
+	swept()
 	if err := eng.Start(ctx); err != nil {
 		release()
 		return nil, err
