@@ -295,7 +295,14 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		release()
 		return nil, err
 	}
-	release = func() { swept(); plugins.Stop(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
+	release = func() {
+		swept()
+		plugins.Stop()
+		mcps.Stop()
+		st.Close()
+		reaper.Stop()
+		lock.Release()
+	}
 	hub := events.NewHub(st, last, 0)
 	var committed func(int64) bool
 	if c, ok := st.Store.(interface{ Committed(seq int64) bool }); ok {
