@@ -266,24 +266,18 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// shared database, this address) left behind (it was killed) are ended
 	// before its runs are recovered.
 	cfg.Engine.ToolScope = toolScope(cfg.DBPath, node)
-	swept := sweepTools(cfg.Engine.ToolScope, cfg.Logger)
 	// The reaper ends this node's tool processes if it dies, and holds the
-	// database's lock until it has.
+	// database's lock until it has. It starts, after the sweep of what a
+	// previous process left, beside the rest of start-up (startup.go).
 	var keep []*os.File
 	if lock != nil {
 		keep = append(keep, lock.File())
 	}
-	reaper, err := builtin.StartReaper(cfg.Engine.ToolScope, keep...)
-	if err != nil {
-		swept()
-		st.Close()
-		lock.Release()
-		return nil, err
-	}
+	housekeeping := startToolHousekeeping(cfg.Engine.ToolScope, keep, cfg.Logger)
 	// From here on, failures release what was taken in reverse order.
 	// The MCP servers connect in the background.
 	mcps.Start(ctx)
-	release := func() { swept(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
+	release := func() { mcps.Stop(); st.Close(); housekeeping.stop(); lock.Release() }
 	_, last, err := st.EventBounds(ctx)
 	if err != nil {
 		release()
@@ -295,14 +289,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		release()
 		return nil, err
 	}
-	release = func() {
-		swept()
-		plugins.Stop()
-		mcps.Stop()
-		st.Close()
-		reaper.Stop()
-		lock.Release()
-	}
+	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); housekeeping.stop(); lock.Release() }
 	hub := events.NewHub(st, last, 0)
 	var committed func(int64) bool
 	if c, ok := st.Store.(interface{ Committed(seq int64) bool }); ok {
@@ -318,8 +305,12 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	keys := access.New(st)
 	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
 	// Recovery may resume runs and their tools: what a previous process
-	// left running is ended first.
-	swept()
+	// left running is ended, and the reaper runs, first.
+	reaper, err := housekeeping.wait()
+	if err != nil {
+		release()
+		return nil, err
+	}
 	if err := eng.Start(ctx); err != nil {
 		release()
 		return nil, err
