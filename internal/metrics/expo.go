@@ -168,6 +168,16 @@ type registry struct {
 	mu         sync.Mutex
 	families   []*family
 	collectors []Collector
+	// prepare runs once, before the first scrape.
+	prepare []func()
+	once    sync.Once
+}
+
+// beforeGather runs f before the first scrape.
+func (r *registry) beforeGather(f func()) {
+	r.mu.Lock()
+	r.prepare = append(r.prepare, f)
+	r.mu.Unlock()
 }
 
 func (r *registry) add(fs ...*family) {
@@ -185,6 +195,14 @@ func (r *registry) addCollector(cs ...Collector) {
 // gather reads every family and collector, sorted as client_golang sorts
 // them; a family with no series is left out.
 func (r *registry) gather() []snapshot {
+	r.once.Do(func() {
+		r.mu.Lock()
+		prepare := r.prepare
+		r.mu.Unlock()
+		for _, f := range prepare {
+			f()
+		}
+	})
 	r.mu.Lock()
 	fams, cols := slices.Clone(r.families), slices.Clone(r.collectors)
 	r.mu.Unlock()

@@ -34,14 +34,18 @@ func statusClass(status int) string {
 }
 
 // InitRoutes creates the request series of every route (method and
-// pattern) at zero: 2xx, 4xx and 5xx answers, and the latency.
+// pattern) at zero: 2xx, 4xx and 5xx answers, and the latency. They are
+// made at the first scrape, which is the first time anyone can see them,
+// rather than on the way to the node's first healthy answer.
 func (m *Metrics) InitRoutes(routes [][2]string) {
-	for _, r := range routes {
-		for _, c := range []string{"2xx", "4xx", "5xx"} {
-			m.http.requests.with(r[0], r[1], c)
+	m.reg.beforeGather(func() {
+		for _, r := range routes {
+			for _, c := range []string{"2xx", "4xx", "5xx"} {
+				m.http.requests.with(r[0], r[1], c)
+			}
+			m.http.duration.with(r[0], r[1])
 		}
-		m.http.duration.with(r[0], r[1])
-	}
+	})
 }
 
 // Request records one answered request: its method, the route pattern it
