@@ -58,6 +58,9 @@ type Config struct {
 	Node string
 	// SQLiteSynchronous overrides synchronous=FULL (tests, benchmarks).
 	SQLiteSynchronous string
+	// SQLiteCheckpointEvery overrides how often the WAL is checkpointed
+	// (tests whose full disk must stay full for the WAL too).
+	SQLiteCheckpointEvery time.Duration
 	// Host and Port to listen on; Port 0 picks a free port.
 	Host string
 	Port int
@@ -425,7 +428,7 @@ func openStore(ctx context.Context, cfg *Config) (store.Store, *lockfile.Lock, n
 	// From here on the database is named by its real path, so that its
 	// journal, the tools' scope and the lock agree whatever path led to it.
 	cfg.DBPath = lock.Path()
-	db, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous})
+	db, err := sqlite.Open(ctx, cfg.DBPath, sqlite.Options{Synchronous: cfg.SQLiteSynchronous, CheckpointEvery: cfg.SQLiteCheckpointEvery})
 	if err != nil {
 		lock.Release()
 		return nil, nil, nodeDesc{}, err

@@ -67,3 +67,26 @@ func TestCompareReadsRatios(t *testing.T) {
 		t.Errorf("a baseline without references: got %+v, want its 6 timed figures unread", got)
 	}
 }
+
+// TestComparePacedAsIs pins that a scenario paced by the model's think
+// time is not read through the CPU loop: on a machine twice as fast the
+// same 2-second think makes the same 6-second turn, which divided by the
+// halved CPU reference would read as a server twice as slow. Only the
+// overhead beside the think time goes through the reference.
+func TestComparePacedAsIs(t *testing.T) {
+	t.Parallel()
+	paced := func(turnMs, overheadMs, perS float64) Result {
+		return Result{Scenario: "paced", Figures: map[string]float64{"model_think_ms_per_step": 2000, "turns_per_s": perS},
+			Latency: map[string]Latency{"turn_3_steps": {P50: turnMs, P99: turnMs}, "turn_overhead": {P50: overheadMs, P99: overheadMs}}}
+	}
+	slow := Report{Results: []Result{paced(6100, 100, 160)}, References: &References{CommitCeilingPerS: 4000, CPULoopMs: 80}}
+	fast := Report{Results: []Result{paced(6050, 50, 165)}, References: &References{CommitCeilingPerS: 8000, CPULoopMs: 40}}
+	if got := Compare(slow, fast, 0.2); len(got.Worse) != 0 {
+		t.Errorf("the same server on a faster machine read as a regression: %q", got.Worse)
+	}
+	bloated := Report{Results: []Result{paced(6400, 400, 150)}, References: fast.References}
+	got := Compare(fast, bloated, 0.2)
+	if len(got.Worse) != 2 || !strings.Contains(got.Worse[0], "turn_overhead p50") {
+		t.Errorf("an overhead eight times larger: got %q, want its p50 and p99", got.Worse)
+	}
+}

@@ -54,10 +54,28 @@ func (e *Engine) AbortRun(ctx context.Context, sessionID, runID string) error {
 }
 
 // abortRun ends one run interrupted with the given reason. A run executing
-// here is cancelled and awaited; a queued one is ended directly.
+// here is cancelled and awaited; a queued one is ended directly. It
+// returns once the store holds the run ended.
 func (e *Engine) abortRun(ctx context.Context, runID string, reason core.EndReason) error {
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
+	// Until it returns, every execution of the run here starts cancelled:
+	// one that could not write the run's end leaves it to be executed
+	// again, and the abort must not be lost in between.
+	cause := &abortCause{reason: reason}
+	e.mu.Lock()
+	if e.aborts == nil {
+		e.aborts = make(map[string]*abortCause)
+	}
+	e.aborts[runID] = cause
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if e.aborts[runID] == cause {
+			delete(e.aborts, runID)
+		}
+		e.mu.Unlock()
+	}()
 	for {
 		e.mu.Lock()
 		h := e.handles[runID]
@@ -69,10 +87,13 @@ func (e *Engine) abortRun(ctx context.Context, runID string, reason core.EndReas
 			return ErrClosed
 		}
 		if h != nil {
-			h.cancel(&abortCause{reason: reason})
+			h.cancel(cause)
 			select {
 			case <-h.done:
-				return nil
+				// The execution stopped, but whether the run ended is the
+				// store's to say: one that could not write the end is
+				// executed again, and that execution is aborted too.
+				continue
 			case <-deadline.C:
 				return fmt.Errorf("abort run %s: run did not stop", runID)
 			case <-ctx.Done():

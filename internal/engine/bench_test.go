@@ -9,6 +9,7 @@ import (
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/store/sqlite"
 	"github.com/agentd/agentd/internal/tool"
@@ -122,7 +123,7 @@ func BenchmarkColdRequest(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		e.history.drop(run.SessionID)
+		e.history.Drop(run.SessionID)
 		r := &runner{e: e, run: run}
 		if _, _, err := r.history(ctx); err != nil {
 			b.Fatal(err)
@@ -154,7 +155,7 @@ func BenchmarkCompactionSize(b *testing.B) {
 	var after []llm.Message
 	b.ReportAllocs()
 	for b.Loop() {
-		after, _ = compose(run.ID, msgs, nil)
+		after, _ = modelview.Compose(run.ID, msgs, nil)
 	}
 	b.ReportMetric(float64(estimate(nil, before, nil)), "tokens-before")
 	b.ReportMetric(float64(estimate(nil, after, nil)), "tokens-after")

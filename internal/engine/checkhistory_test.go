@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -28,20 +29,20 @@ func TestCheckHistoryComparesTheCachedPrefix(t *testing.T) {
 		t.Fatalf("messages before the run: %d, %v", len(before), err)
 	}
 	lastBefore := before[len(before)-1].Info
-	whole, err := (&historyCache{}).prefix(ctx, e.st, run)
+	whole, err := (&modelview.Cache{}).Prefix(ctx, e.st, run)
 	if err != nil || len(whole) == 0 {
 		t.Fatalf("prefix: %d messages, %v", len(whole), err)
 	}
 	// The cache as the previous run would have left it: the step uses it,
 	// and it agrees with the store.
-	e.history.put(run.SessionID, newEntry(lastBefore.ID, lastBefore.Seq, whole))
+	e.history.Put(run.SessionID, lastBefore.ID, lastBefore.Seq, whole)
 	if _, _, err := (&runner{e: e, run: run}).history(ctx); err != nil {
 		t.Fatalf("a step with a faithful cache: %v", err)
 	}
 	// A cache that says something the store does not.
 	wrong := slices.Clone(whole)
 	wrong[0].Content = []llm.Content{{Type: llm.ContentText, Text: "something nobody said"}}
-	e.history.put(run.SessionID, newEntry(lastBefore.ID, lastBefore.Seq, wrong))
+	e.history.Put(run.SessionID, lastBefore.ID, lastBefore.Seq, wrong)
 	_, _, err = (&runner{e: e, run: run}).history(ctx)
 	if err == nil || !strings.Contains(err.Error(), "conversation before it from the cache differs") {
 		t.Fatalf("a step with a cache that differs from the store: %v", err)

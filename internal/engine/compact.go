@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/prompt"
 	"github.com/agentd/agentd/internal/store"
@@ -109,10 +110,10 @@ func (r *runner) view(ctx context.Context) ([]core.MessageWithParts, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c := latestCompaction(msgs); c != nil {
+	if c := modelview.Latest(msgs); c != nil {
 		keep := msgs[:0]
 		for _, m := range msgs {
-			if c.keeps(m) {
+			if c.Keeps(m) {
 				keep = append(keep, m)
 			}
 		}
@@ -167,7 +168,7 @@ func (r *runner) prune(ctx context.Context) (bool, error) {
 // changed under it.
 func (r *runner) forgetHistory() {
 	r.prefix, r.own = nil, nil
-	r.e.history.drop(r.run.SessionID)
+	r.e.history.Drop(r.run.SessionID)
 }
 
 // summarize has the model write a summary of the conversation as a step
@@ -181,7 +182,7 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 	}
 	var history []llm.Message
 	if tailStart == "" {
-		history, _ = compose(r.run.ID, msgs, nil)
+		history, _ = modelview.Compose(r.run.ID, msgs, nil)
 	} else {
 		var before []core.MessageWithParts
 		for _, m := range msgs {
@@ -190,7 +191,7 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 			}
 			before = append(before, m)
 		}
-		history, _ = compose(r.run.ID, before, nil)
+		history, _ = modelview.Compose(r.run.ID, before, nil)
 	}
 	system := []string{prompt.Summary}
 	target := usableTokens(r.model)
@@ -210,7 +211,7 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 	var before func(*writer)
 	if auto {
 		user := core.Message{ID: core.NewID(core.PrefixMessage, false), SessionID: r.run.SessionID, Role: core.RoleUser,
-			Created: now, Agent: compactionAgent, Model: r.run.Model, RunID: r.run.ID}
+			Created: now, Agent: modelview.CompactionAgent, Model: r.run.Model, RunID: r.run.ID}
 		part := core.Part{ID: core.NewID(core.PrefixPart, false), SessionID: user.SessionID, MessageID: user.ID,
 			Type: core.PartCompaction, Auto: true, Overflow: overflow, TailStart: tailStart}
 		userID = user.ID
@@ -221,12 +222,12 @@ func (r *runner) summarize(ctx context.Context, overflow, auto bool, tailStart s
 	}
 	req := llm.Request{Model: r.model.Name, System: system, Messages: llm.FitInput(history, r.model), MaxTokens: r.model.Output,
 		Options: r.options, Purpose: llm.PurposeSummary}
-	step := plugin.StepInput{SessionID: r.run.SessionID, Directory: r.dir, MessageID: userID, Agent: compactionAgent, Model: r.run.Model}
+	step := plugin.StepInput{SessionID: r.run.SessionID, Directory: r.dir, MessageID: userID, Agent: modelview.CompactionAgent, Model: r.run.Model}
 	if err := r.e.cfg.Hooks.Request(ctx, step, &req); err != nil {
 		return outcome{state: core.RunFailed, reason: core.ReasonInternal, err: core.UnknownError(core.RefInternal, err.Error())}, true
 	}
 	msg := assistantMessage(r.run, sess, userID, now)
-	msg.Summary, msg.Mode, msg.Agent = true, compactionAgent, compactionAgent
+	msg.Summary, msg.Mode, msg.Agent = true, modelview.CompactionAgent, modelview.CompactionAgent
 	if err := r.openStep(ctx, msg, before); err != nil {
 		return outcome{}, true
 	}
@@ -294,6 +295,6 @@ func (r *runner) compactionRequest(ctx context.Context) (asked, done bool, err e
 	if err != nil {
 		return true, false, err
 	}
-	c := latestCompaction(msgs)
-	return true, c != nil && c.userID == r.run.UserMessageID, nil
+	c := modelview.Latest(msgs)
+	return true, c != nil && c.UserID == r.run.UserMessageID, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/agentd/agentd/internal/events"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/pause"
 	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/sandbox"
@@ -217,6 +218,7 @@ type Engine struct {
 	started  bool
 	closing  bool
 	handles  map[string]*handle     // runs executing here, by run id
+	aborts   map[string]*abortCause // runs an abort waits on: each execution starts cancelled
 	sessions map[string]*executor   // sessions with a local executor
 	waiters  map[string]*waiter     // run id → waiters for its end
 	leases   map[string]*leaseState // run id → lease held, with a Leaser
@@ -225,7 +227,7 @@ type Engine struct {
 	admissions map[string]trace.SpanContext
 	baseCtx    context.Context
 	cancel     context.CancelCauseFunc
-	history    historyCache
+	history    modelview.Cache
 	// snapshotWarned holds the workspaces (and kinds of failure) whose
 	// snapshot failure was logged.
 	snapshotWarned sync.Map
@@ -525,6 +527,9 @@ func (e *Engine) register(runID string) (context.Context, *handle) {
 	ctx, cancel := context.WithCancelCause(e.baseCtx)
 	h := &handle{run: runID, cancel: cancel, done: make(chan struct{})}
 	e.mu.Lock()
+	if ab := e.aborts[runID]; ab != nil {
+		cancel(ab)
+	}
 	e.handles[runID] = h
 	e.mu.Unlock()
 	return ctx, h

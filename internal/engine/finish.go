@@ -10,6 +10,7 @@ import (
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/asks"
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -161,7 +162,7 @@ func unansweredTx(ctx context.Context, r store.Reader, run core.Run, stepMsgID s
 		return false, err
 	}
 	for _, m := range msgs {
-		if m.Info.RunID == run.ID && m.Info.Role == core.RoleUser && !isCompactionRequest(m.Info) {
+		if m.Info.RunID == run.ID && m.Info.Role == core.RoleUser && !modelview.IsCompactionRequest(m.Info) {
 			return true, nil
 		}
 	}

@@ -2,13 +2,13 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -98,34 +98,6 @@ func TestHistoryKeptBetweenStepsEqualsWhole(t *testing.T) {
 	}
 }
 
-// The history cache keeps what fits its byte budget, many small sessions
-// or a few large ones, and always the entry just put.
-func TestHistoryCacheBoundedByBytes(t *testing.T) {
-	t.Parallel()
-	c := &historyCache{entries: map[string]*historyEntry{}}
-	small := &historyEntry{size: 4 << 10}
-	for i := range 1000 {
-		c.put(fmt.Sprint("ses_", i), small)
-	}
-	if len(c.entries) != 1000 {
-		t.Errorf("1,000 sessions of 4 KiB: %d kept", len(c.entries))
-	}
-	big := &historyEntry{size: historyCacheBytes - 1<<20}
-	c.put("ses_big", big)
-	if c.bytes > historyCacheBytes || c.entries["ses_big"] != big {
-		t.Errorf("after a large entry: %d bytes in %d entries, large kept %v", c.bytes, len(c.entries), c.entries["ses_big"] == big)
-	}
-	c.put("ses_big", small)
-	c.drop("ses_big")
-	total := 0
-	for _, e := range c.entries {
-		total += e.size
-	}
-	if total != c.bytes {
-		t.Errorf("accounted %d bytes, entries hold %d", c.bytes, total)
-	}
-}
-
 // The view an ended run hands to the cache, with what the next run reads
 // after it, equals the next run's prefix read whole: through a tool step,
 // a message steered in and a final answer.
@@ -181,17 +153,17 @@ func TestKeptHistoryEqualsWholePrefix(t *testing.T) {
 	// The answer, written after the last step's read.
 	final := message(run.ID, core.RoleAssistant, core.Part{Type: core.PartText, Text: "All done."})
 	r.keepHistory(ctx)
-	if e := e.history.entries[run.SessionID]; e == nil || e.through != final.ID {
-		t.Fatalf("the ended run left no view through its answer in the cache: %+v", e)
+	if through := e.history.Through(run.SessionID); through != final.ID {
+		t.Fatalf("the ended run left no view through its answer in the cache: through %q", through)
 	}
 
 	next := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: run.SessionID, State: core.RunRunning, Time: run.Time}
 	next.UserMessageID = message(next.ID, core.RoleUser, core.Part{Type: core.PartText, Text: "next"}).ID
-	got, err := e.history.prefix(ctx, e.st, next)
+	got, err := e.history.Prefix(ctx, e.st, next)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := (&historyCache{}).prefix(ctx, e.st, next)
+	want, err := (&modelview.Cache{}).Prefix(ctx, e.st, next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,11 +180,11 @@ func TestKeptHistoryEqualsWholePrefix(t *testing.T) {
 	})
 	third := core.Run{ID: core.NewID(core.PrefixRun, false), SessionID: run.SessionID, State: core.RunRunning, Time: run.Time}
 	third.UserMessageID = message(third.ID, core.RoleUser, core.Part{Type: core.PartText, Text: "after the revert"}).ID
-	got, err = e.history.prefix(ctx, e.st, third)
+	got, err = e.history.Prefix(ctx, e.st, third)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err = (&historyCache{}).prefix(ctx, e.st, third)
+	want, err = (&modelview.Cache{}).Prefix(ctx, e.st, third)
 	if err != nil {
 		t.Fatal(err)
 	}

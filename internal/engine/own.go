@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/store"
 )
 
@@ -249,7 +250,7 @@ func (r *runner) checkOwn(ctx context.Context) error {
 		return err
 	}
 	view := func(msgs []core.MessageWithParts) any {
-		out, parent := compose(r.run.ID, msgs, nil)
+		out, parent := modelview.Compose(r.run.ID, msgs, nil)
 		seqs := make([]store.MessageSeq, len(msgs))
 		for i, m := range msgs {
 			seqs[i] = store.MessageSeq{ID: m.Info.ID, Seq: m.Info.Seq}
@@ -262,7 +263,7 @@ func (r *runner) checkOwn(ctx context.Context) error {
 // checkPrefix compares the conversation before the run, as the session's
 // cache gave it, with a whole read.
 func (r *runner) checkPrefix(ctx context.Context, prefix []llm.Message) error {
-	whole, err := (&historyCache{}).prefix(ctx, r.e.st, r.run)
+	whole, err := (&modelview.Cache{}).Prefix(ctx, r.e.st, r.run)
 	if err != nil {
 		return err
 	}

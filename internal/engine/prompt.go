@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentd/agentd/internal/agent"
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/modelview"
 	"github.com/agentd/agentd/internal/plugin"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/undo"
@@ -318,7 +319,7 @@ func userMessage(in PromptInput, sessionID, agentName string, model core.ModelRe
 		Agent: agentName, Model: model, System: in.System, Format: in.Format,
 	}
 	if in.Compact {
-		msg.Agent = compactionAgent
+		msg.Agent = modelview.CompactionAgent
 	}
 	if msg.ID == "" {
 		msg.ID = core.NewID(core.PrefixMessage, false)

@@ -2,72 +2,33 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 
+	"github.com/agentd/agentd/internal/asks"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
 )
 
-// The question tool lets the model ask the user questions with choices,
-// as opencode's does. A question is durable like a permission request:
-// the call is shown running with its input, marked as not started, while
-// the run waits (busy, phase waiting_question); a restart keeps it asked;
+// The question tool (asks.QuestionTool) lets the model ask the user
+// questions with choices, as opencode's does. A question is durable like
+// a permission request: the call is shown running with its input, marked
+// as not started, while the run waits (busy, phase waiting_question); a restart keeps it asked;
 // GET /question lists the pending ones and POST /question/{id}/reply or
 // /reject answers. The answer becomes the call's result. It is offered
 // only when the operator turns it on (Config.Questions): a headless client
 // that never answers would leave the run waiting.
 
-// QuestionToolName is the name of the question tool.
-const QuestionToolName = "question"
-
 // ErrQuestionAnswered means a question was answered or dismissed before.
 var ErrQuestionAnswered = errors.New("question was already answered")
-
-type questionTool struct{}
-
-func (questionTool) Name() string { return QuestionToolName }
-
-// ReadOnly says a question changes no file.
-func (questionTool) ReadOnly() bool { return true }
-
-func (questionTool) Description() string {
-	return "Asks the user one or more questions, each with a few choices, and returns the answers. Use it when the " +
-		"task cannot go on well without the user's decision (which of several approaches, a missing requirement); " +
-		"do not use it for what you can find out yourself. Each question has a short header (at most 30 " +
-		"characters), the question, and options (label of 1-5 words, description); set multiple when several " +
-		"choices may be picked. The user may also write an answer of their own."
-}
-
-func (questionTool) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{"questions":{"type":"array","items":{"type":"object","properties":{` +
-		`"question":{"type":"string"},"header":{"type":"string"},"multiple":{"type":"boolean"},"options":{"type":"array","items":` +
-		`{"type":"object","properties":{"label":{"type":"string"},"description":{"type":"string"}},"required":["label","description"]}}},` +
-		`"required":["question","header","options"]}}},"required":["questions"]}`)
-}
-
-// Run is not used: the engine asks (see runner.askQuestion).
-func (questionTool) Run(context.Context, tool.Call) (tool.Result, error) {
-	return tool.Errorf("the question tool is answered by the user"), nil
-}
 
 // askQuestion records the call's questions as a durable request (or finds
 // the one recorded before a restart), waits for the answer and returns the
 // call's result.
 func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, error) {
-	var in struct {
-		Questions []core.QuestionInfo `json:"questions"`
-	}
-	if err := json.Unmarshal(p.State.Input, &in); err != nil || len(in.Questions) == 0 {
-		return tool.Errorf("invalid input: questions must be a list of {question, header, options}"), nil
-	}
-	for i := range in.Questions {
-		if in.Questions[i].Options == nil {
-			in.Questions[i].Options = []core.QuestionOption{}
-		}
+	questions, invalid := asks.Questions(p.State.Input)
+	if invalid != nil {
+		return *invalid, nil
 	}
 	e := r.e
 	var q core.QuestionRequest
@@ -82,7 +43,7 @@ func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, er
 				return nil
 			}
 		}
-		q = core.QuestionRequest{ID: core.NewID(core.PrefixQuestion, false), SessionID: p.SessionID, Questions: in.Questions,
+		q = core.QuestionRequest{ID: core.NewID(core.PrefixQuestion, false), SessionID: p.SessionID, Questions: questions,
 			Tool: &core.PermissionToolRef{MessageID: p.MessageID, CallID: p.CallID}, RunID: r.run.ID, PartID: p.ID}
 		q.Time.Created = e.now()
 		if err := tx.PutQuestion(ctx, q); err != nil {
@@ -136,7 +97,7 @@ func (r *runner) awaitAnswer(ctx context.Context, q core.QuestionRequest) (tool.
 				// Nobody answered: the turn ends, as on a user's reject.
 				return tool.Result{}, &rejectedError{res: tool.Errorf("Nobody answered these questions (" + cur.By + ").")}
 			}
-			return questionResult(cur), nil
+			return asks.QuestionResult(cur), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -148,25 +109,6 @@ func (r *runner) awaitAnswer(ctx context.Context, q core.QuestionRequest) (tool.
 			}
 		}
 	}
-}
-
-// questionResult is what the model is told of the user's answers.
-func questionResult(q core.QuestionRequest) tool.Result {
-	if q.Rejected {
-		return tool.Result{Output: "The user dismissed these questions without answering.", IsError: true,
-			Metadata: map[string]any{"answers": [][]string{}}}
-	}
-	var sb strings.Builder
-	sb.WriteString("The user answered:")
-	for i, qi := range q.Questions {
-		ans := "(no answer)"
-		if i < len(q.Answers) && len(q.Answers[i]) > 0 {
-			ans = strings.Join(q.Answers[i], ", ")
-		}
-		fmt.Fprintf(&sb, "\n- %q: %s", qi.Question, ans)
-	}
-	return tool.Result{Output: sb.String(), Title: fmt.Sprintf("Asked %d question(s)", len(q.Questions)),
-		Metadata: map[string]any{"answers": q.Answers}}
 }
 
 // AnswerQuestion answers a pending question (answers: the chosen labels,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/agent"
+	"github.com/agentd/agentd/internal/asks"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
@@ -50,7 +51,7 @@ func (e *Engine) tool(name string) (tool.Tool, bool) {
 func (e *Engine) ownTools() []tool.Tool {
 	own := []tool.Tool{e.task}
 	if e.cfg.Questions {
-		own = append(own, questionTool{})
+		own = append(own, asks.QuestionTool{})
 	}
 	return own
 }

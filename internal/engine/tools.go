@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentd/agentd/internal/asks"
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/store"
 	"github.com/agentd/agentd/internal/tool"
@@ -100,7 +101,7 @@ func (r *runner) runCall(ctx context.Context, sess core.Session, p *core.Part, r
 // A non-nil result is what the model sees instead of the call's.
 func (r *runner) gate(ctx context.Context, sess core.Session, p *core.Part, t tool.Tool, call *tool.Call) (*tool.Result, error) {
 	refused, err := r.authorize(ctx, sess, p, t, call)
-	if err != nil || refused != nil || p.Tool != QuestionToolName {
+	if err != nil || refused != nil || p.Tool != asks.QuestionToolName {
 		return refused, err
 	}
 	res, err := r.askQuestion(ctx, p)
