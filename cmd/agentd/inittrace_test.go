@@ -37,9 +37,12 @@ var initBudgets = map[string]int{
 	"go.yaml.in/yaml/v4":      33_000,
 	"encoding/xml":            24_000,
 	"mvdan.cc/sh/v3/fileutil": 20_000,
-	// agentd's own: the shell judge's tables.
-	"github.com/agentd/agentd/internal/shell": 40_000,
 }
+
+// initOwn is what one of agentd's own packages may allocate at init: its
+// tables and patterns are built on first use (the routes' documentation,
+// the shell judge's tables), so none is named in initBudgets.
+const initOwn = 8 << 10
 
 // initNever are packages that must not be in the binary at all: each is
 // heavy at init and agentd does its job without it. OTLP is encoded by
@@ -83,7 +86,11 @@ func TestInitIsCheap(t *testing.T) {
 	for pkg, bytes := range inits {
 		total += bytes
 		limit, named := initBudgets[pkg]
-		if !named {
+		switch {
+		case named:
+		case strings.HasPrefix(pkg, "github.com/agentd/agentd/"):
+			limit = initOwn
+		default:
 			limit = initDefault
 		}
 		if bytes > limit {
