@@ -287,12 +287,14 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("read event log: %w", err)
 	}
 	var serverURL atomic.Value
+	serverURL.Store((&App{cfg: cfg, ln: ln}).URL()) // the config hooks' instance is made before serving
 	plugins, err := startPlugins(ctx, &cfg, tools, &serverURL)
 	if err != nil {
 		release()
 		return nil, err
 	}
 	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); housekeeping.stop(); lock.Release() }
+	pluginConfig(ctx, &cfg, plugins, commands)
 	hub := events.NewHub(st, last, 0)
 	var committed func(int64) bool
 	if c, ok := st.Store.(interface{ Committed(seq int64) bool }); ok {
@@ -300,6 +302,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	toPlugins := pluginEvents(plugins, committed)
 	st.SetCommitHook(func(evs []core.Event) { hub.Publish(evs); toPlugins(evs) })
+	if plugins != nil {
+		hub.OnLive(plugins.Live)
+	}
 	met.Register(metrics.NewStateCollector(stateReader{st: st, hub: hub}, 5*time.Second))
 	met.Init(knownLabels(cfg, tools))
 	if cfg.Engine.Budget == nil {

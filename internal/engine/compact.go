@@ -92,7 +92,12 @@ func (r *runner) compact(ctx context.Context, overflow bool) (outcome, bool) {
 		return o, true
 	}
 	r.justCompacted = true
-	return outcome{}, r.setPhase(ctx, "") != nil
+	if err := r.setPhase(ctx, ""); err != nil || overflow {
+		return outcome{}, err != nil
+	}
+	// experimental.compaction.autocontinue, where opencode adds its "continue" turn: false ends the run, as there.
+	in := plugin.StepInput{SessionID: r.run.SessionID, Directory: r.dir, MessageID: parent, Agent: r.agent.Name, Model: r.run.Model}
+	return succeeded, !r.e.cfg.Hooks.AutoContinue(ctx, in)
 }
 
 // setPhase records the run's phase (and the status it implies).

@@ -278,6 +278,7 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 	}
 	e.task = &taskTool{e: e}
 	e.titles = title.New(st, models, cfg.SmallModel, e.log)
+	e.titles.Choose = cfg.Hooks.SmallModel
 	uo := undo.Options{Store: st, Snapshots: cfg.Snapshots, Shared: cfg.Leaser != nil, Grace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		Changed: e.summarizeSession}
 	if cfg.Leaser != nil {

@@ -228,7 +228,18 @@ func (r *runner) flushParts(ctx context.Context, end bool) error {
 	return err
 }
 
+// completeText is experimental.text.complete as the text part ends
+// (opencode's text-end): the plugins' text is the part's final text.
+func (r *runner) completeText(ctx context.Context, failed bool) {
+	if st := r.step.text; st != nil && !failed {
+		t := r.e.cfg.Hooks.TextComplete(ctx, r.dir, *st.part, st.buf.String())
+		st.buf.Reset()
+		st.buf.WriteString(t)
+	}
+}
+
 func (r *runner) closeText(ctx context.Context) error {
+	r.completeText(ctx, false)
 	if err := r.flushParts(ctx, true); err != nil {
 		return err
 	}
@@ -241,6 +252,7 @@ func (r *runner) closeText(ctx context.Context) error {
 // for the runner's next transaction: the end of the run, or the running
 // state of the first tool call.
 func (r *runner) endStep(ctx context.Context, failure *core.Error) error {
+	r.completeText(ctx, failure != nil)
 	s := r.step
 	now := r.e.now()
 	tokens := core.Tokens{Input: s.usage.Input, Output: s.usage.Output, Reasoning: s.usage.Reasoning,

@@ -68,6 +68,8 @@ type Hub struct {
 
 	dropped   atomic.Int64
 	delivered atomic.Int64
+	// onLive is told of every live-only event (see OnLive).
+	onLive atomic.Pointer[func(core.Event)]
 }
 
 // NewHub returns a hub reading missed events from st, whose log currently
@@ -348,6 +350,9 @@ func (s *Subscription) Close() {
 // PublishLive offers a live-only event to every matching subscriber without
 // blocking; subscribers whose queue is full miss it.
 func (h *Hub) PublishLive(ev core.Event) {
+	if f := h.onLive.Load(); f != nil {
+		(*f)(ev)
+	}
 	h.subMu.Lock()
 	defer h.subMu.Unlock()
 	for s := range h.subs {
@@ -361,6 +366,10 @@ func (h *Hub) PublishLive(ev core.Event) {
 		}
 	}
 }
+
+// OnLive has f told of every live-only event as it is published (the
+// plugins' event hook); f must not block.
+func (h *Hub) OnLive(f func(core.Event)) { h.onLive.Store(&f) }
 
 // Dropped returns how many live-only events were dropped for slow
 // subscribers.

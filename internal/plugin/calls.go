@@ -85,44 +85,18 @@ func workspacePlugins(dir string) []string {
 	return out
 }
 
-// instance returns the directory's instance on p, made on first use.
+// instance returns the directory's instance on p, made on first use. It
+// is made apart from its callers, each of whom waits for it as long as
+// its ctx lets it (the set-up has a timeout of its own).
 func (h *Host) instance(ctx context.Context, p *proc, dir string) (*made, error) {
 	p.mu.Lock()
 	m := p.known[dir]
 	if m == nil {
 		m = &made{ready: make(chan struct{})}
 		p.known[dir] = m
-		p.mu.Unlock()
-		var res struct {
-			Hooks  []string
-			Tools  []ToolDef
-			Errors []struct{ Spec, Error string }
-		}
-		cctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), max(h.opts.Timeout, 30*time.Second),
-			errors.New("plugins did not finish their set-up in time"))
-		m.err = p.conn.call(cctx, "instance", h.params(dir), &res)
-		cancel()
-		for _, e := range res.Errors {
-			h.log.Error("plugin failed in its set-up", "plugin", e.Spec, "directory", dir, "err", e.Error)
-		}
-		m.hooks = map[string]bool{}
-		for _, name := range res.Hooks {
-			m.hooks[name] = true
-		}
-		m.tools = res.Tools
-		if m.hooks["event"] {
-			h.wantEvents.Store(true)
-		}
-		if m.err != nil {
-			p.mu.Lock()
-			delete(p.known, dir)
-			p.mu.Unlock()
-			h.timedOut(p, m.err)
-		}
-		close(m.ready)
-	} else {
-		p.mu.Unlock()
+		go h.setUp(context.WithoutCancel(ctx), p, dir, m)
 	}
+	p.mu.Unlock()
 	select {
 	case <-m.ready:
 	case <-ctx.Done():
@@ -132,6 +106,38 @@ func (h *Host) instance(ctx context.Context, p *proc, dir string) (*made, error)
 		return nil, &HookError{Message: "plugins: " + m.err.Error()}
 	}
 	return m, nil
+}
+
+// setUp makes the directory's instance m on p, within the set-up's
+// timeout (or until the host exits).
+func (h *Host) setUp(ctx context.Context, p *proc, dir string, m *made) {
+	var res struct {
+		Hooks  []string
+		Tools  []ToolDef
+		Errors []struct{ Spec, Error string }
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, max(h.opts.Timeout, 30*time.Second),
+		errors.New("plugins did not finish their set-up in time"))
+	m.err = p.conn.call(cctx, "instance", h.params(dir), &res)
+	cancel()
+	for _, e := range res.Errors {
+		h.log.Error("plugin failed in its set-up", "plugin", e.Spec, "directory", dir, "err", e.Error)
+	}
+	m.hooks = map[string]bool{}
+	for _, name := range res.Hooks {
+		m.hooks[name] = true
+	}
+	m.tools = res.Tools
+	if m.hooks["event"] {
+		h.wantEvents.Store(true)
+	}
+	if m.err != nil {
+		p.mu.Lock()
+		delete(p.known, dir)
+		p.mu.Unlock()
+		h.timedOut(p, m.err)
+	}
+	close(m.ready)
 }
 
 // has reports whether any plugin of the directory's instance defines the

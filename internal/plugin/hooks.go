@@ -40,6 +40,8 @@ type Hooks interface {
 	// Permission is permission.ask: what the rules decided in, the
 	// plugins' decision out; a deny stays a deny, without asking them.
 	Permission(ctx context.Context, dir string, p core.Part, need tool.Need, action string) (string, error)
+	// Turns are the hooks of a turn's course (turns.go).
+	Turns
 }
 
 // ChatInput is chat.message's input.

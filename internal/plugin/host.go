@@ -87,6 +87,10 @@ type Host struct {
 	historySent atomic.Int64
 	tools       *toolSource
 	calls       sync.Map // tool call ref → *callState
+	// events is the event hook's queue (live.go), drained until
+	// eventsDone is closed.
+	events     *eventQueue
+	eventsDone chan struct{}
 }
 
 // proc is one host process.
@@ -99,6 +103,8 @@ type proc struct {
 	// sent are the fingerprints of the history last sent for each
 	// session (see transformMessages).
 	sent map[string][]uint64
+	// eventsSeen is how many events the host said it has taken in.
+	eventsSeen atomic.Int64
 }
 
 // New returns a host; Start starts it.
@@ -124,6 +130,7 @@ func New(opts Options) *Host {
 	h := &Host{opts: opts, log: opts.Logger.With("component", "plugin"), ready: make(chan struct{}), done: make(chan struct{}),
 		up: make(chan struct{})}
 	h.tools = &toolSource{h: h}
+	h.events, h.eventsDone = newEventQueue(), make(chan struct{})
 	return h
 }
 
@@ -167,6 +174,10 @@ func (h *Host) Start(ctx context.Context) error {
 	close(h.up)
 	h.mu.Unlock()
 	go h.supervise(sup, p)
+	go func() {
+		defer close(h.eventsDone)
+		h.sendEvents(sup)
+	}()
 	return nil
 }
 
@@ -201,8 +212,12 @@ func (h *Host) spawn(ctx context.Context) (*proc, error) {
 	ready := make(chan struct{})
 	var once sync.Once
 	p.conn = newConn(hostIn, func(m message) (any, error) {
-		if m.Method == "ready" {
+		switch m.Method {
+		case "ready":
 			once.Do(func() { close(ready) })
+			return nil, nil
+		case "events.seen":
+			p.eventsSeenFrom(m.Params, h.events.seen)
 			return nil, nil
 		}
 		return h.serve(m)
@@ -343,6 +358,7 @@ func (h *Host) Stop() {
 		}
 		cancel()
 		<-h.done
+		<-h.eventsDone
 	})
 }
 

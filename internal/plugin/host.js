@@ -117,14 +117,17 @@ async function makeInstance(p) {
   }
   const tools = new Map()
   for (const h of hooks) for (const [name, def] of Object.entries(h.tool ?? {})) tools.set(name, def)
+  // Every config hook changes the same object, as in opencode; agentd
+  // reads back what they changed (method config).
+  const config = structuredClone(settings.config ?? {})
   for (const h of hooks) {
     try {
-      await h.config?.(structuredClone(settings.config ?? {}))
+      await h.config?.(config)
     } catch (err) {
       errors.push({ spec: "config hook", error: String(err?.stack ?? err) })
     }
   }
-  return { hooks, tools, errors, worktree: p.worktree }
+  return { hooks, tools, errors, worktree: p.worktree, config, pending: 0 }
 }
 
 // made is the instance agentd made for a directory (agentd makes each
@@ -215,14 +218,7 @@ function deliver(event) {
   const dir = sid ? sessionDirs.get(sid) : undefined
   for (const [d, made] of instances) {
     if (dir && d !== dir) continue
-    made
-      .then((inst) => {
-        for (const h of inst.hooks)
-          Promise.resolve()
-            .then(() => h.event?.({ event }))
-            .catch((err) => console.error("plugin event hook:", err?.stack ?? err))
-      })
-      .catch(() => {})
+    made.then((inst) => callEventHooks(inst, event)).catch(() => {})
   }
 }
 
@@ -264,7 +260,54 @@ async function dispose() {
   instances.clear()
 }
 
+// ---- agentd additions (issue 38, the turn hooks): the event hook's
+// flow control, and the config hooks' changes read back.
+
+// eventSeen tells agentd, once per burst read, how many events arrived:
+// agentd keeps no more than a window of them on their way (see live.go).
+let eventsSeen = 0
+let seenScheduled = false
+function eventSeen() {
+  eventsSeen++
+  if (seenScheduled) return
+  seenScheduled = true
+  setImmediate(() => {
+    seenScheduled = false
+    send({ method: "events.seen", params: { n: eventsSeen } })
+  })
+}
+
+// callEventHooks calls an instance's event hooks without awaiting them, as
+// opencode does; an instance with eventHooksPending of them still running
+// (a plugin slower than the events) misses the event, counted.
+const eventHooksPending = 256
+let eventsDropped = 0
+function callEventHooks(inst, event) {
+  for (const h of inst.hooks) {
+    if (typeof h.event !== "function") continue
+    if (inst.pending >= eventHooksPending) {
+      if (eventsDropped++ % 1000 === 0)
+        console.error(`plugin event hooks are behind: ${eventsDropped} events dropped so far`)
+      continue
+    }
+    inst.pending++
+    Promise.resolve()
+      .then(() => h.event({ event }))
+      .catch((err) => console.error("plugin event hook:", err?.stack ?? err))
+      .finally(() => inst.pending--)
+  }
+}
+
+const configMethods = {
+  // config is the configuration as the instance's config hooks left it.
+  async config(p) {
+    return { config: (await made(p.directory)).config }
+  },
+}
+// ---- end of agentd additions
+
 const methods = {
+  ...configMethods,
   async init(p) {
     settings = p
     modules = await load(p.plugins)
@@ -298,7 +341,10 @@ const methods = {
 }
 
 const notifications = {
-  event: (p) => deliver(p.event),
+  event: (p) => {
+    deliver(p.event)
+    eventSeen()
+  },
   cancel: (p) => calls.get(p.ref)?.abort(new Error(p.reason ?? "aborted")),
 }
 

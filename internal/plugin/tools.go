@@ -157,15 +157,12 @@ func (t *pluginTool) Run(ctx context.Context, call tool.Call) (tool.Result, erro
 }
 
 // Events hands committed events to the plugins' event hooks, without
-// waiting: the host delivers each to the instance of its session's
-// directory (or to every instance, for events of no session). A host that
-// is restarting misses them.
+// waiting (see eventQueue): the host delivers each to the instance of its
+// session's directory (or to every instance, for events of no session). A
+// host that is restarting misses them.
 func (h *Host) Events(evs []core.Event) {
-	p := h.running()
-	if p == nil || !h.wantEvents.Load() {
+	if len(evs) == 0 || !h.wantEvents.Load() {
 		return
 	}
-	for _, ev := range evs {
-		_ = p.conn.notify("event", map[string]any{"event": ev})
-	}
+	h.events.push(false, evs...)
 }

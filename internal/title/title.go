@@ -42,7 +42,11 @@ type Writer struct {
 	models Models
 	// small writes titles when set; else the model of the run.
 	small *core.ModelRef
-	log   *slog.Logger
+	// Choose, when set and small is not, picks the small model of a
+	// session in dir whose model is of provider (the plugins'
+	// experimental.provider.small_model); nil leaves the run's model.
+	Choose func(ctx context.Context, dir, provider string) *core.ModelRef
+	log    *slog.Logger
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -113,10 +117,32 @@ func (w *Writer) Later(sessionID string, model core.ModelRef, texts []string) {
 		defer w.wg.Done()
 		ctx, cancel := context.WithTimeout(base, timeout)
 		defer cancel()
+		if w.small == nil && w.Choose != nil {
+			model = w.chosen(ctx, sessionID, model)
+		}
 		if err := w.write(ctx, sessionID, model, text); err != nil && ctx.Err() == nil {
 			w.log.Warn("session title", "session", sessionID, "err", err)
 		}
 	}()
+}
+
+// chosen is the small model Choose picks for the session, when it resolves;
+// else model.
+func (w *Writer) chosen(ctx context.Context, sessionID string, model core.ModelRef) core.ModelRef {
+	sess, err := w.st.Session(ctx, sessionID)
+	if err != nil {
+		return model
+	}
+	ref := w.Choose(ctx, sess.Directory, model.ProviderID)
+	if ref == nil {
+		return model
+	}
+	if _, _, err := w.models.Resolve(*ref); err != nil {
+		w.log.Warn("the small model a plugin picked is not configured; the session's model writes its title",
+			"model", ref.ProviderID+"/"+ref.ModelID, "err", err)
+		return model
+	}
+	return *ref
 }
 
 func (w *Writer) write(ctx context.Context, sessionID string, ref core.ModelRef, text string) error {
