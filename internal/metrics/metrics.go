@@ -11,6 +11,11 @@
 //
 // A nil *Metrics records nothing, so tests and tools that build an engine
 // without metrics need no stand-in.
+//
+// The package writes Prometheus's text format itself (expo.go) and reads
+// the Go runtime's and the process's figures itself (process.go), under
+// client_golang's names and in its bytes: the client library's packages
+// ran their initialisation at every start of every agentd command.
 package metrics
 
 import (
