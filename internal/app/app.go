@@ -272,25 +272,18 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// shared database, this address) left behind (it was killed) are ended
 	// before its runs are recovered.
 	cfg.Engine.ToolScope = toolScope(cfg.DBPath, node)
-	if n := builtin.Sweep(cfg.Engine.ToolScope); n > 0 {
-		cfg.Logger.Warn("killed tool processes left by a previous process", "count", n)
-	}
 	// The reaper ends this node's tool processes if it dies, and holds the
-	// database's lock until it has.
+	// database's lock until it has. It starts, after the sweep of what a
+	// previous process left, beside the rest of start-up (startup.go).
 	var keep []*os.File
 	if lock != nil {
 		keep = append(keep, lock.File())
 	}
-	reaper, err := builtin.StartReaper(cfg.Engine.ToolScope, keep...)
-	if err != nil {
-		st.Close()
-		lock.Release()
-		return nil, err
-	}
+	housekeeping := startToolHousekeeping(cfg.Engine.ToolScope, keep, cfg.Logger)
 	// From here on, failures release what was taken in reverse order.
 	// The MCP servers connect in the background.
 	mcps.Start(ctx)
-	release := func() { mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
+	release := func() { mcps.Stop(); st.Close(); housekeeping.stop(); lock.Release() }
 	_, last, err := st.EventBounds(ctx)
 	if err != nil {
 		release()
@@ -303,7 +296,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		release()
 		return nil, err
 	}
-	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); reaper.Stop(); lock.Release() }
+	release = func() { plugins.Stop(); mcps.Stop(); st.Close(); housekeeping.stop(); lock.Release() }
 	pluginConfig(ctx, &cfg, plugins, commands)
 	hub := events.NewHub(st, last, 0)
 	var committed func(int64) bool
@@ -322,6 +315,13 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	keys := access.New(st)
 	eng := engine.New(st, hub, cfg.Models, tools, cfg.Engine)
+	// Recovery may resume runs and their tools: what a previous process
+	// left running is ended, and the reaper runs, first.
+	reaper, err := housekeeping.wait()
+	if err != nil {
+		release()
+		return nil, err
+	}
 	if err := eng.Start(ctx); err != nil {
 		release()
 		return nil, err

@@ -5,26 +5,25 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // httpMetrics are the API's request metrics, by method and route pattern
 // (never the raw path: ids would make a series per session).
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests *family
+	duration *family
 }
 
-func newHTTPMetrics(reg *prometheus.Registry) httpMetrics {
+func newHTTPMetrics(reg *registry) httpMetrics {
 	h := httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_http_requests_total",
-			Help: "HTTP requests answered, by method, route pattern and status class (2xx, 3xx, 4xx, 5xx)."}, []string{"method", "route", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agentd_http_request_duration_seconds",
-			Help:    "Time to answer an HTTP request (event streams and waits: their whole life), by method and route pattern.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 60}}, []string{"method", "route"}),
+		requests: newFamily("agentd_http_requests_total",
+			"HTTP requests answered, by method, route pattern and status class (2xx, 3xx, 4xx, 5xx).", counterKind, nil,
+			"method", "route", "code"),
+		duration: newFamily("agentd_http_request_duration_seconds",
+			"Time to answer an HTTP request (event streams and waits: their whole life), by method and route pattern.",
+			histogramKind, []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 60}, "method", "route"),
 	}
-	reg.MustRegister(h.requests, h.duration)
+	reg.add(h.requests, h.duration)
 	return h
 }
 
@@ -35,21 +34,25 @@ func statusClass(status int) string {
 }
 
 // InitRoutes creates the request series of every route (method and
-// pattern) at zero: 2xx, 4xx and 5xx answers, and the latency.
+// pattern) at zero: 2xx, 4xx and 5xx answers, and the latency. They are
+// made at the first scrape, which is the first time anyone can see them,
+// rather than on the way to the node's first healthy answer.
 func (m *Metrics) InitRoutes(routes [][2]string) {
-	for _, r := range routes {
-		for _, c := range []string{"2xx", "4xx", "5xx"} {
-			m.http.requests.WithLabelValues(r[0], r[1], c)
+	m.reg.beforeGather(func() {
+		for _, r := range routes {
+			for _, c := range []string{"2xx", "4xx", "5xx"} {
+				m.http.requests.with(r[0], r[1], c)
+			}
+			m.http.duration.with(r[0], r[1])
 		}
-		m.http.duration.WithLabelValues(r[0], r[1])
-	}
+	})
 }
 
 // Request records one answered request: its method, the route pattern it
 // matched ("unmatched" when none), its status and how long it took.
 func (m *Metrics) Request(method, route string, status int, d time.Duration) {
-	m.http.requests.WithLabelValues(method, route, statusClass(status)).Inc()
-	m.http.duration.WithLabelValues(method, route).Observe(d.Seconds())
+	m.http.requests.add(1, method, route, statusClass(status))
+	m.http.duration.observe(d.Seconds(), method, route)
 }
 
 // BuildInfo exports agentd_build_info, always 1, whose labels say what
@@ -75,9 +78,8 @@ func (m *Metrics) registerBuildInfo(version string) {
 	if dirty {
 		rev += "+dirty"
 	}
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentd_build_info",
-		Help:        "Always 1; the labels say what runs: version, Go version and VCS revision.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version(), "revision": rev}})
-	g.Set(1)
-	m.reg.MustRegister(g)
+	g := newFamily("agentd_build_info", "Always 1; the labels say what runs: version, Go version and VCS revision.",
+		gaugeKind, nil, "version", "goversion", "revision")
+	g.with(version, runtime.Version(), rev).set(1)
+	m.reg.add(g)
 }

@@ -11,6 +11,11 @@
 //
 // A nil *Metrics records nothing, so tests and tools that build an engine
 // without metrics need no stand-in.
+//
+// The package writes Prometheus's text format itself (expo.go) and reads
+// the Go runtime's and the process's figures itself (process.go), under
+// client_golang's names and in its bytes: the client library's packages
+// ran their initialisation at every start of every agentd command.
 package metrics
 
 import (
@@ -20,84 +25,72 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Metrics records one node's activity. Its methods are safe for
 // concurrent use and do nothing on a nil receiver.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg registry
 
-	runsStarted   prometheus.Counter
-	runsEnded     *prometheus.CounterVec
-	runDuration   *prometheus.HistogramVec
-	runSteps      *prometheus.HistogramVec
-	recovered     *prometheus.CounterVec
-	modelCalls    *prometheus.CounterVec
-	modelDuration *prometheus.HistogramVec
-	retries       *prometheus.CounterVec
-	tokens        *prometheus.CounterVec
-	cost          *prometheus.CounterVec
-	toolCalls     *prometheus.CounterVec
-	toolDuration  *prometheus.HistogramVec
-	storeTx       *prometheus.HistogramVec
-	commitBatch   prometheus.Histogram
+	runsStarted   *series
+	runsEnded     *family
+	runDuration   *family
+	runSteps      *family
+	recovered     *family
+	modelCalls    *family
+	modelDuration *family
+	retries       *family
+	tokens        *family
+	cost          *family
+	toolCalls     *family
+	toolDuration  *family
+	storeTx       *family
+	commitBatch   *family
 	http          httpMetrics
 	buildInfo     sync.Once
 }
 
-// New returns metrics registered in a registry of their own (with the Go
-// runtime's and the process's collectors), so that whatever else links
-// client_golang stays out of agentd's answer.
+// New returns the node's metrics, with the Go runtime's and the process's
+// figures (go_*, process_*) read at each scrape.
 func New() *Metrics {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	m := &Metrics{reg: reg}
-	m.runsStarted = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentd_runs_started_total",
-		Help: "Runs admitted on this node (a run counts once, when the prompt that starts it is accepted)."})
-	m.runsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_runs_ended_total",
-		Help: "Runs this node ended, by outcome and reason."}, []string{"outcome", "reason"})
-	m.runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agentd_run_duration_seconds",
-		Help:    "Time from a run's admission to its end, by outcome.",
-		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600}}, []string{"outcome"})
-	m.runSteps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agentd_run_steps",
-		Help:    "Model steps a run took, by outcome.",
-		Buckets: []float64{0, 1, 2, 3, 5, 8, 13, 21, 34, 50, 100}}, []string{"outcome"})
-	m.recovered = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_recovery_runs_total",
-		Help: "Runs found unfinished when this node started, by what recovery did with them."}, []string{"action"})
-	m.modelCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_model_calls_total",
-		Help: "Model calls, by provider, model and result (ok, an HTTP status code, error or canceled)."},
-		[]string{"provider", "model", "status"})
-	m.modelDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agentd_model_call_duration_seconds",
-		Help:    "Time from a model call's request to the end of its stream.",
-		Buckets: []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120, 300}}, []string{"provider", "model"})
-	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_model_retries_total",
-		Help: "Model calls retried after a retryable failure, by provider and model."}, []string{"provider", "model"})
-	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_model_tokens_total",
-		Help: "Tokens the providers counted, by provider, model and type (input, output, reasoning, cache_read, cache_write)."},
-		[]string{"provider", "model", "type"})
-	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_model_cost_dollars_total",
-		Help: "What the model calls cost, in dollars, by provider and model (from the configured or built-in prices)."},
-		[]string{"provider", "model"})
-	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentd_tool_calls_total",
-		Help: "Tool calls, by tool and result (completed or error; a refused permission is an error)."}, []string{"tool", "result"})
-	m.toolDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agentd_tool_call_duration_seconds",
-		Help:    "Time a tool call ran, by tool.",
-		Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 120, 600}}, []string{"tool"})
-	m.storeTx = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agentd_store_transaction_duration_seconds",
-		Help:    "Time a write transaction took from its call to its durable commit, by result (ok or error).",
-		Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5}}, []string{"result"})
-	m.commitBatch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentd_store_commit_batch_size",
-		Help:    "Transactions that shared one durable commit (SQLite's group commit).",
-		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}})
-	reg.MustRegister(m.runsStarted, m.runsEnded, m.runDuration, m.runSteps, m.recovered,
-		m.modelCalls, m.modelDuration, m.retries, m.tokens, m.cost, m.toolCalls, m.toolDuration, m.storeTx, m.commitBatch)
-	m.http = newHTTPMetrics(reg)
+	m := &Metrics{}
+	started := newFamily("agentd_runs_started_total",
+		"Runs admitted on this node (a run counts once, when the prompt that starts it is accepted).", counterKind, nil)
+	m.runsStarted = started.with()
+	m.runsEnded = newFamily("agentd_runs_ended_total", "Runs this node ended, by outcome and reason.", counterKind, nil, "outcome", "reason")
+	m.runDuration = newFamily("agentd_run_duration_seconds", "Time from a run's admission to its end, by outcome.", histogramKind,
+		[]float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600}, "outcome")
+	m.runSteps = newFamily("agentd_run_steps", "Model steps a run took, by outcome.", histogramKind,
+		[]float64{0, 1, 2, 3, 5, 8, 13, 21, 34, 50, 100}, "outcome")
+	m.recovered = newFamily("agentd_recovery_runs_total",
+		"Runs found unfinished when this node started, by what recovery did with them.", counterKind, nil, "action")
+	m.modelCalls = newFamily("agentd_model_calls_total",
+		"Model calls, by provider, model and result (ok, an HTTP status code, error or canceled).", counterKind, nil,
+		"provider", "model", "status")
+	m.modelDuration = newFamily("agentd_model_call_duration_seconds", "Time from a model call's request to the end of its stream.",
+		histogramKind, []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120, 300}, "provider", "model")
+	m.retries = newFamily("agentd_model_retries_total", "Model calls retried after a retryable failure, by provider and model.",
+		counterKind, nil, "provider", "model")
+	m.tokens = newFamily("agentd_model_tokens_total",
+		"Tokens the providers counted, by provider, model and type (input, output, reasoning, cache_read, cache_write).",
+		counterKind, nil, "provider", "model", "type")
+	m.cost = newFamily("agentd_model_cost_dollars_total",
+		"What the model calls cost, in dollars, by provider and model (from the configured or built-in prices).",
+		counterKind, nil, "provider", "model")
+	m.toolCalls = newFamily("agentd_tool_calls_total",
+		"Tool calls, by tool and result (completed or error; a refused permission is an error).", counterKind, nil, "tool", "result")
+	m.toolDuration = newFamily("agentd_tool_call_duration_seconds", "Time a tool call ran, by tool.", histogramKind,
+		[]float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 120, 600}, "tool")
+	m.storeTx = newFamily("agentd_store_transaction_duration_seconds",
+		"Time a write transaction took from its call to its durable commit, by result (ok or error).", histogramKind,
+		[]float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5}, "result")
+	m.commitBatch = newFamily("agentd_store_commit_batch_size", "Transactions that shared one durable commit (SQLite's group commit).",
+		histogramKind, []float64{1, 2, 4, 8, 16, 32, 64, 128, 256})
+	m.commitBatch.with() // a series without labels exists from the start
+	m.reg.add(started, m.runsEnded, m.runDuration, m.runSteps, m.recovered, m.modelCalls, m.modelDuration, m.retries,
+		m.tokens, m.cost, m.toolCalls, m.toolDuration, m.storeTx, m.commitBatch)
+	m.http = newHTTPMetrics(&m.reg)
+	m.reg.addCollector(runtimeCollector{})
 	return m
 }
 
@@ -127,30 +120,30 @@ func (m *Metrics) Init(k Known) {
 	}
 	for outcome, reasons := range outcomes {
 		for _, r := range reasons {
-			m.runsEnded.WithLabelValues(string(outcome), string(r))
+			m.runsEnded.with(string(outcome), string(r))
 		}
-		m.runDuration.WithLabelValues(string(outcome))
-		m.runSteps.WithLabelValues(string(outcome))
+		m.runDuration.with(string(outcome))
+		m.runSteps.with(string(outcome))
 	}
 	for _, a := range []string{"resumed", "interrupted", "failed", "queued", "paused"} {
-		m.recovered.WithLabelValues(a)
+		m.recovered.with(a)
 	}
 	for _, pm := range k.Models {
-		m.modelCalls.WithLabelValues(pm[0], pm[1], "ok")
-		m.modelDuration.WithLabelValues(pm[0], pm[1])
-		m.retries.WithLabelValues(pm[0], pm[1])
+		m.modelCalls.with(pm[0], pm[1], "ok")
+		m.modelDuration.with(pm[0], pm[1])
+		m.retries.with(pm[0], pm[1])
 		for _, t := range []string{"input", "output", "reasoning", "cache_read", "cache_write"} {
-			m.tokens.WithLabelValues(pm[0], pm[1], t)
+			m.tokens.with(pm[0], pm[1], t)
 		}
-		m.cost.WithLabelValues(pm[0], pm[1])
+		m.cost.with(pm[0], pm[1])
 	}
 	for _, t := range k.Tools {
-		m.toolCalls.WithLabelValues(t, core.ToolCompleted)
-		m.toolCalls.WithLabelValues(t, core.ToolError)
-		m.toolDuration.WithLabelValues(t)
+		m.toolCalls.with(t, core.ToolCompleted)
+		m.toolCalls.with(t, core.ToolError)
+		m.toolDuration.with(t)
 	}
-	m.storeTx.WithLabelValues("ok")
-	m.storeTx.WithLabelValues("error")
+	m.storeTx.with("ok")
+	m.storeTx.with("error")
 }
 
 // WritePath is a store with one writer (SQLite's committer): how many
@@ -168,34 +161,39 @@ func (m *Metrics) ObserveWritePath(w WritePath) {
 	if m == nil {
 		return
 	}
-	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentd_store_tx_waiting",
-			Help: "Write transactions waiting for the committer (SQLite's one writer)."},
-			func() float64 { return float64(w.Waiting()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentd_store_committer_busy_seconds_total",
-			Help: "Time the committer (SQLite's one writer) spent committing; its rate is the writer's busy share."},
-			w.BusySeconds),
-	)
+	m.reg.addCollector(collectorFunc(func() []snapshot {
+		return []snapshot{
+			gauge("agentd_store_tx_waiting", "Write transactions waiting for the committer (SQLite's one writer).", float64(w.Waiting())),
+			counter("agentd_store_committer_busy_seconds_total",
+				"Time the committer (SQLite's one writer) spent committing; its rate is the writer's busy share.", w.BusySeconds()),
+		}
+	}))
 }
 
+// collectorFunc is a Collector written as a function.
+type collectorFunc func() []snapshot
+
+// Collect calls f.
+func (f collectorFunc) Collect() []snapshot { return f() }
+
 // Register adds collectors (the store's and the hub's gauges) to the
-// metrics' registry.
-func (m *Metrics) Register(cs ...prometheus.Collector) {
+// metrics read at each scrape.
+func (m *Metrics) Register(cs ...Collector) {
 	if m == nil {
 		return
 	}
-	m.reg.MustRegister(cs...)
+	m.reg.addCollector(cs...)
 }
 
 // Handler serves the metrics in Prometheus's text format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return m.reg.handler()
 }
 
 // RunStarted counts a run admitted.
 func (m *Metrics) RunStarted() {
 	if m != nil {
-		m.runsStarted.Inc()
+		m.runsStarted.add(1)
 	}
 }
 
@@ -204,15 +202,15 @@ func (m *Metrics) RunEnded(outcome core.RunState, reason core.EndReason, d time.
 	if m == nil {
 		return
 	}
-	m.runsEnded.WithLabelValues(string(outcome), string(reason)).Inc()
-	m.runDuration.WithLabelValues(string(outcome)).Observe(d.Seconds())
-	m.runSteps.WithLabelValues(string(outcome)).Observe(float64(steps))
+	m.runsEnded.add(1, string(outcome), string(reason))
+	m.runDuration.observe(d.Seconds(), string(outcome))
+	m.runSteps.observe(float64(steps), string(outcome))
 }
 
 // Recovered counts a run found unfinished at start, by what was done.
 func (m *Metrics) Recovered(action string) {
 	if m != nil {
-		m.recovered.WithLabelValues(action).Inc()
+		m.recovered.add(1, action)
 	}
 }
 
@@ -222,14 +220,14 @@ func (m *Metrics) ModelCall(provider, model, status string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.modelCalls.WithLabelValues(provider, model, status).Inc()
-	m.modelDuration.WithLabelValues(provider, model).Observe(d.Seconds())
+	m.modelCalls.add(1, provider, model, status)
+	m.modelDuration.observe(d.Seconds(), provider, model)
 }
 
 // Retry counts a model call about to be retried.
 func (m *Metrics) Retry(provider, model string) {
 	if m != nil {
-		m.retries.WithLabelValues(provider, model).Inc()
+		m.retries.add(1, provider, model)
 	}
 }
 
@@ -249,11 +247,11 @@ func (m *Metrics) Used(provider, model string, u Usage) {
 		n   int64
 	}{{"input", u.Input}, {"output", u.Output}, {"reasoning", u.Reasoning}, {"cache_read", u.CacheRead}, {"cache_write", u.CacheWrite}} {
 		if t.n > 0 {
-			m.tokens.WithLabelValues(provider, model, t.typ).Add(float64(t.n))
+			m.tokens.add(float64(t.n), provider, model, t.typ)
 		}
 	}
 	if u.Cost > 0 {
-		m.cost.WithLabelValues(provider, model).Add(u.Cost)
+		m.cost.add(u.Cost, provider, model)
 	}
 }
 
@@ -263,8 +261,8 @@ func (m *Metrics) ToolCall(tool, result string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.toolCalls.WithLabelValues(tool, result).Inc()
-	m.toolDuration.WithLabelValues(tool).Observe(d.Seconds())
+	m.toolCalls.add(1, tool, result)
+	m.toolDuration.observe(d.Seconds(), tool)
 }
 
 // StoreTx records one write transaction.
@@ -276,13 +274,13 @@ func (m *Metrics) StoreTx(d time.Duration, err error) {
 	if err != nil {
 		result = "error"
 	}
-	m.storeTx.WithLabelValues(result).Observe(d.Seconds())
+	m.storeTx.observe(d.Seconds(), result)
 }
 
 // CommitBatch records how many transactions shared one commit.
 func (m *Metrics) CommitBatch(n int) {
 	if m != nil {
-		m.commitBatch.Observe(float64(n))
+		m.commitBatch.observe(float64(n))
 	}
 }
 
@@ -305,61 +303,47 @@ type State interface {
 
 // NewStateCollector returns the collector of the scrape-time gauges. Each
 // scrape reads the store (three indexed queries), bounded by timeout.
-func NewStateCollector(s State, timeout time.Duration) prometheus.Collector {
-	return &stateCollector{s: s, timeout: timeout,
-		active: prometheus.NewDesc("agentd_runs_active", "Non-terminal runs in the store, by state and phase.",
-			[]string{"state", "phase"}, nil),
-		pending: prometheus.NewDesc("agentd_permission_requests_pending", "Permission requests waiting for an answer.", nil, nil),
-		seq:     prometheus.NewDesc("agentd_event_log_seq", "The last seq assigned in the durable event log.", nil, nil),
-		size:    prometheus.NewDesc("agentd_event_log_events", "Events retained in the durable event log.", nil, nil),
-		subs:    prometheus.NewDesc("agentd_sse_subscribers", "Open event streams on this node.", nil, nil),
-		sent:    prometheus.NewDesc("agentd_sse_events_delivered_total", "Events this node's streams sent to clients.", nil, nil),
-		dropped: prometheus.NewDesc("agentd_sse_events_dropped_total",
-			"Live-only events (text deltas) dropped for clients too slow to take them; durable events are never dropped.", nil, nil),
-	}
+func NewStateCollector(s State, timeout time.Duration) Collector {
+	return &stateCollector{s: s, timeout: timeout}
 }
 
 type stateCollector struct {
-	s                                               State
-	timeout                                         time.Duration
-	active, pending, seq, size, subs, sent, dropped *prometheus.Desc
+	s       State
+	timeout time.Duration
 }
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.active, c.pending, c.seq, c.size, c.subs, c.sent, c.dropped} {
-		ch <- d
-	}
-}
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+// Collect reads the store and the hub; a figure the store could not give
+// is left out of this scrape.
+func (c *stateCollector) Collect() []snapshot {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	if runs, err := c.s.ActiveRuns(ctx); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.active, err)
-	} else {
+	var out []snapshot
+	if runs, err := c.s.ActiveRuns(ctx); err == nil {
+		var samples []sample
 		// The common states at zero, so that the gauge exists when no run
 		// is active.
 		for _, k := range [][2]string{{string(core.RunQueued), ""}, {string(core.RunRunning), ""}, {string(core.RunRetrying), ""}} {
 			if _, ok := runs[k]; !ok {
-				ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, 0, k[0], k[1])
+				samples = append(samples, sample{values: []string{k[0], k[1]}})
 			}
 		}
 		for k, n := range runs {
-			ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(n), k[0], k[1])
+			samples = append(samples, sample{values: []string{k[0], k[1]}, value: float64(n)})
 		}
+		out = append(out, constFamily("agentd_runs_active", "Non-terminal runs in the store, by state and phase.", gaugeKind,
+			[]string{"state", "phase"}, samples...))
 	}
-	if n, err := c.s.PendingPermissions(ctx); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.pending, err)
-	} else {
-		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n))
+	if n, err := c.s.PendingPermissions(ctx); err == nil {
+		out = append(out, gauge("agentd_permission_requests_pending", "Permission requests waiting for an answer.", float64(n)))
 	}
-	if first, last, err := c.s.EventLog(ctx); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.seq, err)
-	} else {
-		ch <- prometheus.MustNewConstMetric(c.seq, prometheus.GaugeValue, float64(last))
-		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(max(0, last-first+1)))
+	if first, last, err := c.s.EventLog(ctx); err == nil {
+		out = append(out,
+			gauge("agentd_event_log_seq", "The last seq assigned in the durable event log.", float64(last)),
+			gauge("agentd_event_log_events", "Events retained in the durable event log.", float64(max(0, last-first+1))))
 	}
-	ch <- prometheus.MustNewConstMetric(c.subs, prometheus.GaugeValue, float64(c.s.Subscribers()))
-	ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(c.s.Delivered()))
-	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(c.s.Dropped()))
+	return append(out,
+		gauge("agentd_sse_subscribers", "Open event streams on this node.", float64(c.s.Subscribers())),
+		counter("agentd_sse_events_delivered_total", "Events this node's streams sent to clients.", float64(c.s.Delivered())),
+		counter("agentd_sse_events_dropped_total",
+			"Live-only events (text deltas) dropped for clients too slow to take them; durable events are never dropped.", float64(c.s.Dropped())))
 }

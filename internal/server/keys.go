@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
 	"net/http"
 	"strings"
 
@@ -27,14 +26,14 @@ func (s *Server) keyRoutes() []route {
 }
 
 // keyOps document keyRoutes.
-var keyOps = map[string]op{
-	"GET /key":         {resp: []access.KeyInfo{}},
-	"POST /key":        {body: keyBody{}, resp: access.KeyInfo{}},
-	"PATCH /key/{id}":  {body: keyBudgetBody{}, resp: access.KeyInfo{}},
-	"DELETE /key/{id}": {resp: access.KeyInfo{}},
+func keyOps() map[string]op {
+	return map[string]op{
+		"GET /key":         {resp: []access.KeyInfo{}},
+		"POST /key":        {body: keyBody{}, resp: access.KeyInfo{}},
+		"PATCH /key/{id}":  {body: keyBudgetBody{}, resp: access.KeyInfo{}},
+		"DELETE /key/{id}": {resp: access.KeyInfo{}},
+	}
 }
-
-func init() { maps.Copy(ops, keyOps) }
 
 // keyBody is what POST /key takes.
 type keyBody struct {

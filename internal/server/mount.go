@@ -76,7 +76,7 @@ func (s *Server) Mount(rts ...Route) {
 func (s *Server) docOf(rt route) (o op, path, opID, tag string) {
 	m, ok := s.mounts[rt.method+" "+rt.pattern]
 	if !ok {
-		return ops[rt.method+" "+rt.pattern], rt.pattern, "", ""
+		return ops()[rt.method+" "+rt.pattern], rt.pattern, "", ""
 	}
 	o = op{body: m.Doc.Body, resp: m.Doc.Resp, status: m.Doc.Status, stream: m.Doc.Stream, binary: m.Doc.Binary}
 	for _, q := range m.Doc.Query {

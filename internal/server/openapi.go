@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentd/agentd/internal/apidoc"
 	"github.com/agentd/agentd/internal/command"
@@ -16,7 +17,7 @@ import (
 	"github.com/agentd/agentd/internal/workspace"
 )
 
-var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
+var pathParam = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{([^}]+)\}`) })
 
 // op documents one route beyond its summary: its query parameters, the
 // type its handler decodes and the type it answers with. The schemas are
@@ -55,79 +56,86 @@ var (
 
 // ops documents the routes, by "METHOD pattern"; TestOpenAPIMatchesRoutes
 // keeps it and the route table one to one.
-var ops = map[string]op{
-	"GET /global/health":                            {resp: healthJSON{}},
-	"GET /event":                                    {stream: true, query: []param{qCursor}},
-	"GET /global/event":                             {stream: true, global: true, query: []param{qCursor}},
-	"GET /session":                                  {resp: []core.Session{}, query: []param{qLimit, {"start", "integer", "only sessions updated at or after this time (ms)"}, {"roots", "boolean", "only sessions without a parent"}, {"search", "string", "only sessions whose title holds this"}, {"cursor", "string", "the next page (from the Link header)"}}},
-	"POST /session":                                 {body: sessionInput{}, resp: core.Session{}},
-	"GET /session/status":                           {resp: map[string]core.SessionStatus{}},
-	"GET /session/active":                           {resp: map[string]core.SessionStatus{}},
-	"GET /session/{id}":                             {resp: core.Session{}},
-	"PATCH /session/{id}":                           {body: updateSessionBody{}, resp: core.Session{}},
-	"DELETE /session/{id}":                          {resp: true},
-	"GET /session/{id}/status":                      {resp: core.SessionStatus{}},
-	"POST /session/{id}/wait":                       {resp: core.SessionStatus{}, query: []param{{"timeout", "string", "give up after this long (a Go duration; 408 with the status)"}, {"run", "string", "wait for this run to end instead"}}},
-	"GET /session/{id}/message":                     {resp: []core.MessageWithParts{}, query: []param{qLimit, {"before", "string", "the messages before this message id"}}},
-	"POST /session/{id}/message":                    {body: promptBody{}, resp: core.MessageWithParts{}, query: []param{{"busy", "string", "steer, queue, reject or interrupt"}, {"errors", "string", "status: a failed run answers 500 or 502 instead of 200"}}},
-	"POST /session/{id}/command":                    {body: commandBody{}, resp: core.MessageWithParts{}},
-	"GET /session/{id}/message/{messageID}":         {resp: core.MessageWithParts{}},
-	"POST /session/{id}/prompt_async":               {body: promptBody{}, status: http.StatusNoContent, query: []param{{"busy", "string", "steer, queue, reject or interrupt"}}},
-	"POST /session/{id}/abort":                      {resp: true},
-	"POST /session/{id}/resume":                     {resp: core.SessionStatus{}},
-	"POST /session/{id}/summarize":                  {body: summarizeBody{}, resp: true},
-	"GET /session/{id}/run":                         {resp: []core.Run{}, query: []param{qLimit}},
-	"GET /session/{id}/run/{runID}":                 {resp: core.Run{}},
-	"GET /session/{id}/event":                       {stream: true, query: []param{qCursor}},
-	"GET /permission":                               {resp: []core.OpencodePermission{}},
-	"GET /question":                                 {resp: []core.OpencodeQuestion{}},
-	"POST /question/{requestID}/reply":              {body: questionReplyBody{}, resp: true},
-	"POST /question/{requestID}/reject":             {resp: true},
-	"POST /permission/{requestID}/reply":            {body: permissionReplyBody{}, resp: true},
-	"POST /session/{id}/permissions/{permissionID}": {body: permissionReplyV1Body{}, resp: true},
-	"GET /session/{id}/children":                    {resp: []core.Session{}, query: []param{qLimit}},
-	"GET /session/{id}/todo":                        {resp: []core.Todo{}},
-	"GET /session/{id}/diff":                        {resp: []snapshot.FileDiff{}, query: []param{{"messageID", "string", "that message's turn only"}}},
-	"POST /session/{id}/revert":                     {body: revertBody{}, resp: core.Session{}},
-	"POST /session/{id}/unrevert":                   {resp: core.Session{}},
-	"POST /session/{id}/fork":                       {body: forkBody{}, resp: core.Session{}},
-	"POST /session/{id}/share":                      {status: http.StatusBadRequest},
-	"DELETE /session/{id}/share":                    {status: http.StatusBadRequest},
-	"POST /session/{id}/shell":                      {body: shellBody{}, resp: core.MessageWithParts{}},
-	"GET /config":                                   {resp: map[string]any{}},
-	"GET /config/providers":                         {resp: configProvidersJSON{}},
-	"GET /provider":                                 {resp: providerListJSON{}},
-	"GET /agent":                                    {resp: []agentJSON{}},
-	"GET /path":                                     {resp: pathJSON{}},
-	"GET /project/current":                          {resp: projectJSON{}},
-	"GET /project/{projectID}/directories":          {resp: []projectDirJSON{}},
-	"GET /vcs":                                      {resp: vcsJSON{}},
-	"GET /vcs/status":                               {resp: []vcsStatusJSON{}},
-	"GET /vcs/diff":                                 {resp: []snapshot.FileDiff{}, query: []param{{"mode", "string", "git (against HEAD) or branch (against the default branch; required)"}, {"context", "integer", "lines of context around each change (default: the whole file)"}}},
-	"GET /vcs/diff/raw":                             {text: true, mime: "text/x-diff"},
-	"POST /vcs/apply":                               {body: vcsApplyBody{}, resp: vcsAppliedJSON{}},
-	"GET /command":                                  {resp: []command.Command{}},
-	"POST /session/{id}/init":                       {body: initBody{}, resp: true},
-	"POST /instance/dispose":                        {resp: true},
-	"GET /lsp":                                      {resp: []struct{}{}},
-	"GET /formatter":                                {resp: []struct{}{}},
-	"GET /mcp":                                      {resp: map[string]mcp.Status{}},
-	"GET /provider/auth":                            {resp: map[string][]authMethodDoc{}},
-	"GET /experimental/capabilities":                {resp: map[string]bool{}},
-	"GET /experimental/console":                     {resp: consoleJSON{}},
-	"GET /experimental/resource":                    {resp: struct{}{}},
-	"GET /experimental/workspace":                   {resp: []struct{}{}},
-	"GET /experimental/workspace/status":            {resp: []struct{}{}},
-	"GET /find":                                     {resp: []workspace.Match{}, query: []param{{"pattern", "string", "a regular expression (required)"}}},
-	"GET /find/file":                                {resp: []string{}, query: []param{qQuery, {"dirs", "boolean", "folders too"}, {"type", "string", "file or directory"}, qLimit}},
-	"GET /find/symbol":                              {resp: []struct{}{}, query: []param{qQuery}},
-	"GET /file":                                     {resp: []workspace.Node{}, query: []param{qPath}},
-	"GET /file/content":                             {resp: workspace.Content{}, query: []param{qPath}},
-	"GET /file/status":                              {resp: []workspace.Change{}},
-	"GET /doc":                                      {resp: map[string]any{}},
-	"GET /node":                                     {resp: nodeJSON{}},
-	"GET /metrics":                                  {text: true},
-}
+var ops = sync.OnceValue(func() map[string]op {
+	m := map[string]op{
+		"GET /global/health":                            {resp: healthJSON{}},
+		"GET /event":                                    {stream: true, query: []param{qCursor}},
+		"GET /global/event":                             {stream: true, global: true, query: []param{qCursor}},
+		"GET /session":                                  {resp: []core.Session{}, query: []param{qLimit, {"start", "integer", "only sessions updated at or after this time (ms)"}, {"roots", "boolean", "only sessions without a parent"}, {"search", "string", "only sessions whose title holds this"}, {"cursor", "string", "the next page (from the Link header)"}}},
+		"POST /session":                                 {body: sessionInput{}, resp: core.Session{}},
+		"GET /session/status":                           {resp: map[string]core.SessionStatus{}},
+		"GET /session/active":                           {resp: map[string]core.SessionStatus{}},
+		"GET /session/{id}":                             {resp: core.Session{}},
+		"PATCH /session/{id}":                           {body: updateSessionBody{}, resp: core.Session{}},
+		"DELETE /session/{id}":                          {resp: true},
+		"GET /session/{id}/status":                      {resp: core.SessionStatus{}},
+		"POST /session/{id}/wait":                       {resp: core.SessionStatus{}, query: []param{{"timeout", "string", "give up after this long (a Go duration; 408 with the status)"}, {"run", "string", "wait for this run to end instead"}}},
+		"GET /session/{id}/message":                     {resp: []core.MessageWithParts{}, query: []param{qLimit, {"before", "string", "the messages before this message id"}}},
+		"POST /session/{id}/message":                    {body: promptBody{}, resp: core.MessageWithParts{}, query: []param{{"busy", "string", "steer, queue, reject or interrupt"}, {"errors", "string", "status: a failed run answers 500 or 502 instead of 200"}}},
+		"POST /session/{id}/command":                    {body: commandBody{}, resp: core.MessageWithParts{}},
+		"GET /session/{id}/message/{messageID}":         {resp: core.MessageWithParts{}},
+		"POST /session/{id}/prompt_async":               {body: promptBody{}, status: http.StatusNoContent, query: []param{{"busy", "string", "steer, queue, reject or interrupt"}}},
+		"POST /session/{id}/abort":                      {resp: true},
+		"POST /session/{id}/resume":                     {resp: core.SessionStatus{}},
+		"POST /session/{id}/summarize":                  {body: summarizeBody{}, resp: true},
+		"GET /session/{id}/run":                         {resp: []core.Run{}, query: []param{qLimit}},
+		"GET /session/{id}/run/{runID}":                 {resp: core.Run{}},
+		"GET /session/{id}/event":                       {stream: true, query: []param{qCursor}},
+		"GET /permission":                               {resp: []core.OpencodePermission{}},
+		"GET /question":                                 {resp: []core.OpencodeQuestion{}},
+		"POST /question/{requestID}/reply":              {body: questionReplyBody{}, resp: true},
+		"POST /question/{requestID}/reject":             {resp: true},
+		"POST /permission/{requestID}/reply":            {body: permissionReplyBody{}, resp: true},
+		"POST /session/{id}/permissions/{permissionID}": {body: permissionReplyV1Body{}, resp: true},
+		"GET /session/{id}/children":                    {resp: []core.Session{}, query: []param{qLimit}},
+		"GET /session/{id}/todo":                        {resp: []core.Todo{}},
+		"GET /session/{id}/diff":                        {resp: []snapshot.FileDiff{}, query: []param{{"messageID", "string", "that message's turn only"}}},
+		"POST /session/{id}/revert":                     {body: revertBody{}, resp: core.Session{}},
+		"POST /session/{id}/unrevert":                   {resp: core.Session{}},
+		"POST /session/{id}/fork":                       {body: forkBody{}, resp: core.Session{}},
+		"POST /session/{id}/share":                      {status: http.StatusBadRequest},
+		"DELETE /session/{id}/share":                    {status: http.StatusBadRequest},
+		"POST /session/{id}/shell":                      {body: shellBody{}, resp: core.MessageWithParts{}},
+		"GET /config":                                   {resp: map[string]any{}},
+		"GET /config/providers":                         {resp: configProvidersJSON{}},
+		"GET /provider":                                 {resp: providerListJSON{}},
+		"GET /agent":                                    {resp: []agentJSON{}},
+		"GET /path":                                     {resp: pathJSON{}},
+		"GET /project/current":                          {resp: projectJSON{}},
+		"GET /project/{projectID}/directories":          {resp: []projectDirJSON{}},
+		"GET /vcs":                                      {resp: vcsJSON{}},
+		"GET /vcs/status":                               {resp: []vcsStatusJSON{}},
+		"GET /vcs/diff":                                 {resp: []snapshot.FileDiff{}, query: []param{{"mode", "string", "git (against HEAD) or branch (against the default branch; required)"}, {"context", "integer", "lines of context around each change (default: the whole file)"}}},
+		"GET /vcs/diff/raw":                             {text: true, mime: "text/x-diff"},
+		"POST /vcs/apply":                               {body: vcsApplyBody{}, resp: vcsAppliedJSON{}},
+		"GET /command":                                  {resp: []command.Command{}},
+		"POST /session/{id}/init":                       {body: initBody{}, resp: true},
+		"POST /instance/dispose":                        {resp: true},
+		"GET /lsp":                                      {resp: []struct{}{}},
+		"GET /formatter":                                {resp: []struct{}{}},
+		"GET /mcp":                                      {resp: map[string]mcp.Status{}},
+		"GET /provider/auth":                            {resp: map[string][]authMethodDoc{}},
+		"GET /experimental/capabilities":                {resp: map[string]bool{}},
+		"GET /experimental/console":                     {resp: consoleJSON{}},
+		"GET /experimental/resource":                    {resp: struct{}{}},
+		"GET /experimental/workspace":                   {resp: []struct{}{}},
+		"GET /experimental/workspace/status":            {resp: []struct{}{}},
+		"GET /find":                                     {resp: []workspace.Match{}, query: []param{{"pattern", "string", "a regular expression (required)"}}},
+		"GET /find/file":                                {resp: []string{}, query: []param{qQuery, {"dirs", "boolean", "folders too"}, {"type", "string", "file or directory"}, qLimit}},
+		"GET /find/symbol":                              {resp: []struct{}{}, query: []param{qQuery}},
+		"GET /file":                                     {resp: []workspace.Node{}, query: []param{qPath}},
+		"GET /file/content":                             {resp: workspace.Content{}, query: []param{qPath}},
+		"GET /file/status":                              {resp: []workspace.Change{}},
+		"GET /doc":                                      {resp: map[string]any{}},
+		"GET /node":                                     {resp: nodeJSON{}},
+		"GET /metrics":                                  {text: true},
+	}
+	for _, more := range []map[string]op{restOps(), projectOps(), keyOps(), scheduleOps()} {
+		maps.Copy(m, more)
+	}
+	ptyOps(m)
+	return m
+})
 
 // OpenAPI returns the OpenAPI 3.1 document of the routes this server
 // serves, built from the route table and ops: parameters, request bodies
@@ -155,7 +163,7 @@ func (s *Server) OpenAPI() map[string]any {
 			paths[path] = item
 		}
 		var params []any
-		for _, m := range pathParam.FindAllStringSubmatch(path, -1) {
+		for _, m := range pathParam().FindAllStringSubmatch(path, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
 		query := o.query

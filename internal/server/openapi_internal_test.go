@@ -15,11 +15,11 @@ func TestEveryRouteDocumented(t *testing.T) {
 	for _, rt := range s.routes {
 		key := rt.method + " " + rt.pattern
 		seen[key] = true
-		if _, ok := ops[key]; !ok {
+		if _, ok := ops()[key]; !ok {
 			t.Errorf("%s has no entry in ops (its parameters, body and answer)", key)
 		}
 	}
-	for key := range ops {
+	for key := range ops() {
 		if !seen[key] {
 			t.Errorf("ops documents %s, which is not a route", key)
 		}

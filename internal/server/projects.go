@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"maps"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -228,20 +227,20 @@ func (s *Server) forgetSessionDir(id string) {
 }
 
 // projectOps document projectRoutes.
-var projectOps = map[string]op{
-	"GET /skill":                                                {resp: []skill.Skill{}},
-	"GET /project":                                              {resp: []projectJSON{}},
-	"PATCH /project/{projectID}":                                {body: map[string]any{}, status: http.StatusBadRequest},
-	"POST /project/git/init":                                    {resp: projectJSON{}},
-	"POST /experimental/project/{projectID}/copy":               {body: copyCreateBody{}, resp: copyJSON{}, query: []param{qLocation}},
-	"DELETE /experimental/project/{projectID}/copy":             {body: copyRemoveBody{}, status: http.StatusNoContent, query: []param{qLocation}},
-	"POST /experimental/project/{projectID}/copy/refresh":       {status: http.StatusNoContent, query: []param{qLocation}},
-	"POST /experimental/project/{projectID}/copy/generate-name": {body: copyNameBody{}, resp: copyNameJSON{}},
-	"GET /experimental/worktree":                                {resp: []string{}},
-	"POST /experimental/worktree":                               {body: worktreeCreateBody{}, resp: gitwt.Worktree{}},
-	"DELETE /experimental/worktree":                             {body: worktreeDirBody{}, resp: true},
-	"POST /experimental/worktree/reset":                         {body: worktreeDirBody{}, resp: true},
-	"POST /experimental/control-plane/move-session":             {body: moveSessionBody{}, status: http.StatusNoContent},
+func projectOps() map[string]op {
+	return map[string]op{
+		"GET /skill":                                                {resp: []skill.Skill{}},
+		"GET /project":                                              {resp: []projectJSON{}},
+		"PATCH /project/{projectID}":                                {body: map[string]any{}, status: http.StatusBadRequest},
+		"POST /project/git/init":                                    {resp: projectJSON{}},
+		"POST /experimental/project/{projectID}/copy":               {body: copyCreateBody{}, resp: copyJSON{}, query: []param{qLocation}},
+		"DELETE /experimental/project/{projectID}/copy":             {body: copyRemoveBody{}, status: http.StatusNoContent, query: []param{qLocation}},
+		"POST /experimental/project/{projectID}/copy/refresh":       {status: http.StatusNoContent, query: []param{qLocation}},
+		"POST /experimental/project/{projectID}/copy/generate-name": {body: copyNameBody{}, resp: copyNameJSON{}},
+		"GET /experimental/worktree":                                {resp: []string{}},
+		"POST /experimental/worktree":                               {body: worktreeCreateBody{}, resp: gitwt.Worktree{}},
+		"DELETE /experimental/worktree":                             {body: worktreeDirBody{}, resp: true},
+		"POST /experimental/worktree/reset":                         {body: worktreeDirBody{}, resp: true},
+		"POST /experimental/control-plane/move-session":             {body: moveSessionBody{}, status: http.StatusNoContent},
+	}
 }
-
-func init() { maps.Copy(ops, projectOps) }

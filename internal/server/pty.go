@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/agentd/agentd/internal/pty"
 )
@@ -29,7 +30,7 @@ func (s *Server) ptyRoutes() []route {
 	}
 }
 
-func init() {
+func ptyOps(m map[string]op) {
 	// The terminal routes' documentation, kept here with them.
 	for k, v := range map[string]op{
 		"GET /pty/shells":                 {resp: []pty.Shell{}},
@@ -43,7 +44,7 @@ func init() {
 			{"cursor", "integer", "replay the kept output from this position (0: all kept, -1: none)"},
 			{"ticket", "string", "a connect token, instead of the password"}}},
 	} {
-		ops[k] = v
+		m[k] = v
 	}
 }
 
@@ -223,7 +224,7 @@ func (s *Server) ptyConnect(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 // connectPath is a terminal's websocket, in both APIs.
-var connectPath = regexp.MustCompile(`^/(?:api/)?pty/([^/]+)/connect$`)
+var connectPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/(?:api/)?pty/([^/]+)/connect$`) })
 
 // connectTicket returns the terminal and the ticket of a websocket
 // request that carries one (?ticket=).
@@ -231,7 +232,7 @@ func connectTicket(r *http.Request) (id, ticket string, ok bool) {
 	if r.Method != http.MethodGet {
 		return "", "", false
 	}
-	m := connectPath.FindStringSubmatch(r.URL.Path)
+	m := connectPath().FindStringSubmatch(r.URL.Path)
 	if m == nil {
 		return "", "", false
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
 	"path/filepath"
 
@@ -22,14 +21,14 @@ func (s *Server) scheduleRoutes() []route {
 	}
 }
 
-var scheduleOps = map[string]op{
-	"POST /schedule":        {body: schedule.Spec{}, resp: schedule.Schedule{}},
-	"GET /schedule":         {resp: []schedule.Schedule{}},
-	"GET /schedule/{id}":    {resp: schedule.Schedule{}},
-	"DELETE /schedule/{id}": {resp: true},
+func scheduleOps() map[string]op {
+	return map[string]op{
+		"POST /schedule":        {body: schedule.Spec{}, resp: schedule.Schedule{}},
+		"GET /schedule":         {resp: []schedule.Schedule{}},
+		"GET /schedule/{id}":    {resp: schedule.Schedule{}},
+		"DELETE /schedule/{id}": {resp: true},
+	}
 }
-
-func init() { maps.Copy(ops, scheduleOps) }
 
 // schedules is the node's scheduler, or the error that says there is none.
 func (s *Server) schedules() (*schedule.Scheduler, *apiError) {

@@ -3,6 +3,7 @@ package shell
 import (
 	"path"
 	"strings"
+	"sync"
 )
 
 // Why a command is granted only exactly as asked: its arguments decide
@@ -25,36 +26,38 @@ const (
 // only exactly, with the reason: the wrappers, shells and interpreters
 // (see wrappers and interpreters) and these. Listed in
 // docs/ARCHITECTURE.md.
-var exactOnly = map[string]string{
-	// The shell's own state.
-	"alias": exactShell, "unalias": exactShell, "set": exactShell, "shopt": exactShell,
-	"declare": exactShell, "typeset": exactShell, "local": exactShell, "export": exactShell,
-	"readonly": exactShell, "unset": exactShell, "hash": exactShell, "enable": exactShell,
-	"complete": exactShell, "bind": exactShell, "trap": exactShell, "eval": exactRuns,
-	"source": exactRuns, ".": exactRuns, "let": exactShell,
-	// Programs that run programs.
-	"tar": exactExec, "bsdtar": exactExec, "zip": exactExec, "rsync": exactExec,
-	"sed": exactInterp, "gdb": exactExec, "lldb": exactExec, "valgrind": exactRuns,
-	"tmux": exactRuns, "screen": exactRuns, "xdg-open": exactRuns, "entr": exactRuns,
-	"ssh": exactRemote, "scp": exactRemote, "sftp": exactRemote, "mosh": exactRemote,
-	"unzip": exactArchive, "cpio": exactArchive, "7z": exactArchive, "7za": exactArchive,
-	"patch": exactArchive, "git apply": exactArchive, "git am": exactArchive,
-	"less": exactEditor, "more": exactEditor, "most": exactEditor, "man": exactEditor,
-	"vi": exactEditor, "vim": exactEditor, "nvim": exactEditor, "view": exactEditor,
-	"vimdiff": exactEditor, "ex": exactEditor, "ed": exactEditor, "emacs": exactEditor,
-	"at": exactSchedule, "batch": exactSchedule, "crontab": exactSchedule,
-	// git subcommands that run programs or rewrite the configuration.
-	"git config": exactGitConfig, "git submodule": exactExec, "git bisect": exactExec,
-	"git difftool": exactExec, "git mergetool": exactExec, "git filter-branch": exactExec,
-	"git clone": exactGitConfig, "git send-email": exactExec, "git instaweb": exactExec,
-	"git daemon": exactExec, "git credential": exactExec, "git hook": exactExec,
-	// Containers.
-	"docker run": exactContainer, "docker exec": exactContainer, "docker create": exactContainer,
-	"docker container": exactContainer, "podman run": exactContainer, "podman exec": exactContainer,
-	"podman create": exactContainer, "podman container": exactContainer,
-	"deno run": exactInterp, "deno eval": exactInterp, "deno repl": exactInterp,
-	"npm exec": exactRuns, "pnpm exec": exactRuns,
-}
+var exactOnly = sync.OnceValue(func() map[string]string {
+	return map[string]string{
+		// The shell's own state.
+		"alias": exactShell, "unalias": exactShell, "set": exactShell, "shopt": exactShell,
+		"declare": exactShell, "typeset": exactShell, "local": exactShell, "export": exactShell,
+		"readonly": exactShell, "unset": exactShell, "hash": exactShell, "enable": exactShell,
+		"complete": exactShell, "bind": exactShell, "trap": exactShell, "eval": exactRuns,
+		"source": exactRuns, ".": exactRuns, "let": exactShell,
+		// Programs that run programs.
+		"tar": exactExec, "bsdtar": exactExec, "zip": exactExec, "rsync": exactExec,
+		"sed": exactInterp, "gdb": exactExec, "lldb": exactExec, "valgrind": exactRuns,
+		"tmux": exactRuns, "screen": exactRuns, "xdg-open": exactRuns, "entr": exactRuns,
+		"ssh": exactRemote, "scp": exactRemote, "sftp": exactRemote, "mosh": exactRemote,
+		"unzip": exactArchive, "cpio": exactArchive, "7z": exactArchive, "7za": exactArchive,
+		"patch": exactArchive, "git apply": exactArchive, "git am": exactArchive,
+		"less": exactEditor, "more": exactEditor, "most": exactEditor, "man": exactEditor,
+		"vi": exactEditor, "vim": exactEditor, "nvim": exactEditor, "view": exactEditor,
+		"vimdiff": exactEditor, "ex": exactEditor, "ed": exactEditor, "emacs": exactEditor,
+		"at": exactSchedule, "batch": exactSchedule, "crontab": exactSchedule,
+		// git subcommands that run programs or rewrite the configuration.
+		"git config": exactGitConfig, "git submodule": exactExec, "git bisect": exactExec,
+		"git difftool": exactExec, "git mergetool": exactExec, "git filter-branch": exactExec,
+		"git clone": exactGitConfig, "git send-email": exactExec, "git instaweb": exactExec,
+		"git daemon": exactExec, "git credential": exactExec, "git hook": exactExec,
+		// Containers.
+		"docker run": exactContainer, "docker exec": exactContainer, "docker create": exactContainer,
+		"docker container": exactContainer, "podman run": exactContainer, "podman exec": exactContainer,
+		"podman create": exactContainer, "podman container": exactContainer,
+		"deno run": exactInterp, "deno eval": exactInterp, "deno repl": exactInterp,
+		"npm exec": exactRuns, "pnpm exec": exactRuns,
+	}
+})
 
 // riskyOptions are options that make a command that is otherwise granted
 // by its name run a program, or read a configuration that can: present,
@@ -63,27 +66,29 @@ var exactOnly = map[string]string{
 // abbreviations too (getopt and git accept unique prefixes), "-x" entries
 // a letter in a cluster of short options, "-word" entries a Go-style flag,
 // and entries ending in "=" an argument starting with them.
-var riskyOptions = map[string][]string{
-	"git push":      {"--receive-pack", "--exec"},
-	"git fetch":     {"--upload-pack"},
-	"git pull":      {"--upload-pack"},
-	"git ls-remote": {"--upload-pack", "--exec"},
-	"git archive":   {"--exec", "--remote"},
-	"git grep":      {"-O", "--open-files-in-pager"},
-	"git rebase":    {"-x", "--exec"},
-	"git init":      {"--template", "--separate-git-dir"},
-	"sort":          {"--compress-program"},
-	"go":            {"-exec", "-toolexec", "-vettool"},
-	"curl":          {"-K", "--config"},
-	"wget":          {"-e", "--execute", "--use-askpass"},
-	"npm":           {"--script-shell", "--node-options"},
-	"pnpm":          {"--script-shell", "--node-options"},
-	"yarn":          {"--script-shell"},
-	"cargo":         {"--config", "-Z"},
-	"cp":            {"-r", "-R", "-a", "--recursive", "--archive"},
-	"find":          {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"},
-	"make":          {"-E", "--eval", "SHELL=", ".SHELLFLAGS=", "MAKESHELL="},
-}
+var riskyOptions = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"git push":      {"--receive-pack", "--exec"},
+		"git fetch":     {"--upload-pack"},
+		"git pull":      {"--upload-pack"},
+		"git ls-remote": {"--upload-pack", "--exec"},
+		"git archive":   {"--exec", "--remote"},
+		"git grep":      {"-O", "--open-files-in-pager"},
+		"git rebase":    {"-x", "--exec"},
+		"git init":      {"--template", "--separate-git-dir"},
+		"sort":          {"--compress-program"},
+		"go":            {"-exec", "-toolexec", "-vettool"},
+		"curl":          {"-K", "--config"},
+		"wget":          {"-e", "--execute", "--use-askpass"},
+		"npm":           {"--script-shell", "--node-options"},
+		"pnpm":          {"--script-shell", "--node-options"},
+		"yarn":          {"--script-shell"},
+		"cargo":         {"--config", "-Z"},
+		"cp":            {"-r", "-R", "-a", "--recursive", "--archive"},
+		"find":          {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"},
+		"make":          {"-E", "--eval", "SHELL=", ".SHELLFLAGS=", "MAKESHELL="},
+	}
+})
 
 // interpreter says where a program of a shell or interpreter comes from.
 type interpreter struct {
@@ -114,35 +119,37 @@ var (
 // read from their input. They are granted only exactly; a here-document
 // or here-string they read is part of their pattern; and one reading its
 // program from a pipe or a file is judged as running unknown code.
-var interpreters = map[string]interpreter{
-	"sh": shellInterp, "bash": shellInterp, "dash": shellInterp, "ksh": shellInterp,
-	"mksh": shellInterp, "zsh": shellInterp, "ash": shellInterp, "yash": shellInterp,
-	"fish": shellInterp, "csh": shellInterp, "tcsh": shellInterp,
-	"python": pythonInterp, "pypy": pythonInterp, "node": nodeInterp, "nodejs": nodeInterp,
-	"perl": {prog: "eE", value: "I", operand: true}, "ruby": {prog: "e", value: "Ir", operand: true},
-	"php": {prog: "rfBRFE", value: "cdz", operand: true}, "lua": {prog: "e", value: "l", operand: true},
-	"luajit": {prog: "e", value: "l", operand: true}, "Rscript": {prog: "e", operand: true},
-	"R": {prog: "ef"}, "julia": {prog: "eE", operand: true}, "tclsh": {operand: true},
-	"wish": {operand: true}, "expect": {prog: "c", operand: true}, "osascript": {prog: "e", operand: true},
-	"guile": {prog: "c", operand: true}, "irb": {operand: true}, "jshell": {operand: true},
-	"awk": awkInterp, "gawk": awkInterp, "mawk": awkInterp, "nawk": awkInterp,
-	"dc": {prog: "ef", operand: true}, "m4": {operand: true}, "gnuplot": {prog: "e", operand: true},
-	"at": {prog: "f", value: "qtM"}, "batch": {prog: "f", value: "q"}, "crontab": {value: "u", operand: true},
-	"sqlite3": readsAlways, "duckdb": readsAlways, "ed": readsAlways, "ex": readsAlways,
-	"psql": {prog: "cf", value: "dhpUv"}, "mysql": {prog: "e", value: "uhpPD"},
-	"mariadb": {prog: "e", value: "uhpPD"},
-}
+var interpreters = sync.OnceValue(func() map[string]interpreter {
+	return map[string]interpreter{
+		"sh": shellInterp, "bash": shellInterp, "dash": shellInterp, "ksh": shellInterp,
+		"mksh": shellInterp, "zsh": shellInterp, "ash": shellInterp, "yash": shellInterp,
+		"fish": shellInterp, "csh": shellInterp, "tcsh": shellInterp,
+		"python": pythonInterp, "pypy": pythonInterp, "node": nodeInterp, "nodejs": nodeInterp,
+		"perl": {prog: "eE", value: "I", operand: true}, "ruby": {prog: "e", value: "Ir", operand: true},
+		"php": {prog: "rfBRFE", value: "cdz", operand: true}, "lua": {prog: "e", value: "l", operand: true},
+		"luajit": {prog: "e", value: "l", operand: true}, "Rscript": {prog: "e", operand: true},
+		"R": {prog: "ef"}, "julia": {prog: "eE", operand: true}, "tclsh": {operand: true},
+		"wish": {operand: true}, "expect": {prog: "c", operand: true}, "osascript": {prog: "e", operand: true},
+		"guile": {prog: "c", operand: true}, "irb": {operand: true}, "jshell": {operand: true},
+		"awk": awkInterp, "gawk": awkInterp, "mawk": awkInterp, "nawk": awkInterp,
+		"dc": {prog: "ef", operand: true}, "m4": {operand: true}, "gnuplot": {prog: "e", operand: true},
+		"at": {prog: "f", value: "qtM"}, "batch": {prog: "f", value: "q"}, "crontab": {value: "u", operand: true},
+		"sqlite3": readsAlways, "duckdb": readsAlways, "ed": readsAlways, "ex": readsAlways,
+		"psql": {prog: "cf", value: "dhpUv"}, "mysql": {prog: "e", value: "uhpPD"},
+		"mariadb": {prog: "e", value: "uhpPD"},
+	}
+})
 
 // interpreterOf is the interpreter a command name runs, by its base name,
 // with version suffixes dropped (python3.12, pypy3).
 func interpreterOf(name string) (interpreter, bool) {
 	base := baseName(name)
-	if in, ok := interpreters[base]; ok {
+	if in, ok := interpreters()[base]; ok {
 		return in, true
 	}
 	for _, family := range []string{"python", "pypy", "node", "perl", "ruby", "php", "lua"} {
 		if strings.HasPrefix(base, family) && strings.Trim(base[len(family):], "0123456789.-") == "" {
-			return interpreters[family], true
+			return interpreters()[family], true
 		}
 	}
 	return interpreter{}, false

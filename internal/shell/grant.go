@@ -2,26 +2,29 @@ package shell
 
 import (
 	"strings"
+	"sync"
 )
 
 // arity is how many leading words name what a command does, for the
 // commands whose first word alone says too little: "git status", "npm run
 // build". The longest matching prefix wins; a command not listed is named
 // by its first word.
-var arity = map[string]int{
-	"apt": 2, "apt-get": 2, "brew": 2, "bun": 2, "bun run": 3, "bun x": 3,
-	"bundle": 2, "bundle exec": 3, "cargo": 2, "cmake": 2, "composer": 2,
-	"deno": 2, "deno task": 3, "docker": 2, "docker compose": 3,
-	"docker container": 3, "docker image": 3, "docker network": 3,
-	"docker volume": 3, "dotnet": 2, "gh": 3, "git": 2, "git config": 3,
-	"git remote": 3, "git stash": 3, "git submodule": 3, "git worktree": 3,
-	"go": 2, "go mod": 3, "go tool": 3, "gradle": 2, "helm": 2, "java": 2,
-	"kubectl": 2, "make": 2, "mvn": 2, "npm": 2, "npm exec": 3,
-	"npm run": 3, "npx": 2, "pip": 2, "pip3": 2, "pnpm": 2, "pnpm dlx": 3,
-	"pnpm exec": 3, "pnpm run": 3, "podman": 2, "poetry": 2, "poetry run": 3,
-	"rustup": 2, "swift": 2, "systemctl": 2, "terraform": 2, "uv": 2, "uv run": 3,
-	"yarn": 2, "yarn dlx": 3, "yarn run": 3,
-}
+var arity = sync.OnceValue(func() map[string]int {
+	return map[string]int{
+		"apt": 2, "apt-get": 2, "brew": 2, "bun": 2, "bun run": 3, "bun x": 3,
+		"bundle": 2, "bundle exec": 3, "cargo": 2, "cmake": 2, "composer": 2,
+		"deno": 2, "deno task": 3, "docker": 2, "docker compose": 3,
+		"docker container": 3, "docker image": 3, "docker network": 3,
+		"docker volume": 3, "dotnet": 2, "gh": 3, "git": 2, "git config": 3,
+		"git remote": 3, "git stash": 3, "git submodule": 3, "git worktree": 3,
+		"go": 2, "go mod": 3, "go tool": 3, "gradle": 2, "helm": 2, "java": 2,
+		"kubectl": 2, "make": 2, "mvn": 2, "npm": 2, "npm exec": 3,
+		"npm run": 3, "npx": 2, "pip": 2, "pip3": 2, "pnpm": 2, "pnpm dlx": 3,
+		"pnpm exec": 3, "pnpm run": 3, "podman": 2, "poetry": 2, "poetry run": 3,
+		"rustup": 2, "swift": 2, "systemctl": 2, "terraform": 2, "uv": 2, "uv run": 3,
+		"yarn": 2, "yarn dlx": 3, "yarn run": 3,
+	}
+})
 
 // Grant is the pattern an "always" answer may store for c: its known
 // arity's words and " *" ("git status *"); the exact command where a
@@ -60,7 +63,7 @@ func (c Command) ExactOnly() string {
 		return "a wrapped command"
 	}
 	name := baseName(c.Words[0])
-	if _, ok := wrappers[name]; ok {
+	if _, ok := wrappers()[name]; ok {
 		return exactRuns
 	}
 	if _, ok := interpreterOf(name); ok {
@@ -69,10 +72,10 @@ func (c Command) ExactOnly() string {
 	words := append([]string{name}, c.Words[1:]...)
 	for l := min(len(words), 3); l > 0; l-- {
 		key := strings.Join(words[:l], " ")
-		if why, ok := exactOnly[key]; ok {
+		if why, ok := exactOnly()[key]; ok {
 			return why
 		}
-		for _, opt := range riskyOptions[key] {
+		for _, opt := range riskyOptions()[key] {
 			for i, a := range c.Words[l:] {
 				if risky(a, opt) || c.Dynamic[l+i] {
 					return exactExec
@@ -127,7 +130,7 @@ func (c Command) assignGrant() string {
 func (c Command) arity() int {
 	n := 1
 	for l := min(len(c.Words), 3); l > 0; l-- {
-		if a, ok := arity[strings.Join(c.Words[:l], " ")]; ok {
+		if a, ok := arity()[strings.Join(c.Words[:l], " ")]; ok {
 			n = a
 			break
 		}

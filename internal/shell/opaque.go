@@ -3,6 +3,7 @@ package shell
 import (
 	"slices"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -258,15 +259,17 @@ func isName(s string) bool {
 // files and prompts, the loader's and interpreters' search paths, pagers
 // and editors that tools start, and the directory variables that ~ and cd
 // follow.
-var dangerousNames = map[string]bool{
-	"PATH": true, "HOME": true, "IFS": true, "ENV": true, "CDPATH": true, "GLOBIGNORE": true,
-	"SHELLOPTS": true, "PROMPT_COMMAND": true, "PAGER": true, "MANPAGER": true, "EDITOR": true,
-	"VISUAL": true, "BROWSER": true, "SHELL": true, "PWD": true, "OLDPWD": true, "HISTFILE": true,
-	"INPUTRC": true, "ZDOTDIR": true, "SSH_ASKPASS": true, "SUDO_ASKPASS": true, "CC": true,
-	"CXX": true, "CPP": true, "LD": true, "AR": true, "MAKEFLAGS": true, "MFLAGS": true,
-	"MAKEFILES": true, "GCONV_PATH": true, "LOCPATH": true, "NLSPATH": true, "HOSTALIASES": true,
-	"TMPDIR": true, "EXECIGNORE": true, "TERMINFO": true, "RUSTFLAGS": true, "TAR_OPTIONS": true,
-}
+var dangerousNames = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"PATH": true, "HOME": true, "IFS": true, "ENV": true, "CDPATH": true, "GLOBIGNORE": true,
+		"SHELLOPTS": true, "PROMPT_COMMAND": true, "PAGER": true, "MANPAGER": true, "EDITOR": true,
+		"VISUAL": true, "BROWSER": true, "SHELL": true, "PWD": true, "OLDPWD": true, "HISTFILE": true,
+		"INPUTRC": true, "ZDOTDIR": true, "SSH_ASKPASS": true, "SUDO_ASKPASS": true, "CC": true,
+		"CXX": true, "CPP": true, "LD": true, "AR": true, "MAKEFLAGS": true, "MFLAGS": true,
+		"MAKEFILES": true, "GCONV_PATH": true, "LOCPATH": true, "NLSPATH": true, "HOSTALIASES": true,
+		"TMPDIR": true, "EXECIGNORE": true, "TERMINFO": true, "RUSTFLAGS": true, "TAR_OPTIONS": true,
+	}
+})
 
 // dangerousPrefixes are families of such variables: LD_PRELOAD and the
 // loader's, GIT_SSH and git's, BASH_ENV and PS4 and bash's own, exported
@@ -280,7 +283,7 @@ var dangerousPrefixes = []string{
 // later commands run or where they write (PATH, LD_PRELOAD, GIT_DIR,
 // BASH_ENV …): a command assigning one is granted only exactly.
 func DangerousName(name string) bool {
-	if dangerousNames[name] {
+	if dangerousNames()[name] {
 		return true
 	}
 	for _, p := range dangerousPrefixes {

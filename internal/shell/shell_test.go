@@ -179,9 +179,9 @@ func checkGrant(t *testing.T, src string, c Command) {
 		t.Fatalf("prefix grant %q of %q, which is exact-only (%s)", g, src, why)
 	}
 	name := baseName(c.Words[0])
-	_, wraps := wrappers[name]
+	_, wraps := wrappers()[name]
 	_, interp := interpreterOf(name)
-	if wraps || interp || exactOnly[name] != "" || c.Wrapped || c.Assigns {
+	if wraps || interp || exactOnly()[name] != "" || c.Wrapped || c.Assigns {
 		t.Fatalf("prefix grant %q of %q for a command that runs others", g, src)
 	}
 	for _, w := range strings.Fields(strings.TrimSuffix(g, " *")) {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/expand"
@@ -74,10 +75,12 @@ func unescape(s string, quoted bool) string {
 	return b.String()
 }
 
-var ansiSimple = map[byte]string{
-	'a': "\a", 'b': "\b", 'e': "\x1b", 'E': "\x1b", 'f': "\f", 'n': "\n", 'r': "\r",
-	't': "\t", 'v': "\v", '\\': "\\", '\'': "'", '"': "\"", '?': "?",
-}
+var ansiSimple = sync.OnceValue(func() map[byte]string {
+	return map[byte]string{
+		'a': "\a", 'b': "\b", 'e': "\x1b", 'E': "\x1b", 'f': "\f", 'n': "\n", 'r': "\r",
+		't': "\t", 'v': "\v", '\\': "\\", '\'': "'", '"': "\"", '?': "?",
+	}
+})
 
 // ansiC decodes the escapes of bash's $'…' quoting, so that $'\x72m' is
 // judged as the rm it runs.
@@ -90,7 +93,7 @@ func ansiC(s string) string {
 		}
 		i++
 		c := s[i]
-		if r, ok := ansiSimple[c]; ok {
+		if r, ok := ansiSimple()[c]; ok {
 			b.WriteString(r)
 			continue
 		}

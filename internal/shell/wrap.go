@@ -3,6 +3,7 @@ package shell
 import (
 	"slices"
 	"strings"
+	"sync"
 )
 
 // wrapper says how a command that runs another finds it in its words.
@@ -29,44 +30,46 @@ type wrapper struct {
 // wrappers are the commands that run the command in their words: each is
 // granted only exactly, and the command it runs is judged too (so that a
 // deny rule on "rm *" holds for "nice rm", "env rm", "timeout 5 rm").
-var wrappers = map[string]wrapper{
-	"builtin": {}, "nohup": {}, "setsid": {}, "unbuffer": {}, "catchsegv": {}, "setpriv": {},
-	"command":     {none: "vV"},
-	"exec":        {value: "a"},
-	"time":        {value: "fo", long: []string{"--format", "--output"}},
-	"busybox":     {},
-	"env":         {value: "uCS", long: []string{"--unset", "--chdir", "--split-string"}, assigns: true, script: "S"},
-	"nice":        {value: "n", long: []string{"--adjustment"}},
-	"ionice":      {value: "cnpPu", long: []string{"--class", "--classdata", "--pid", "--pgid", "--uid"}},
-	"stdbuf":      {value: "ioe", long: []string{"--input", "--output", "--error"}},
-	"timeout":     {value: "sk", long: []string{"--signal", "--kill-after"}, skip: 1},
-	"chroot":      {skip: 1},
-	"flock":       {value: "wEc", long: []string{"--timeout", "--conflict-exit-code", "--command"}, skip: 1, script: "c"},
-	"sudo":        {value: "ugCDhprtUT", long: []string{"--user", "--group", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--close-from", "--command-timeout"}, assigns: true},
-	"doas":        {value: "uC"},
-	"pkexec":      {long: []string{"--user"}},
-	"su":          {value: "cgGsw", long: []string{"--command", "--group", "--shell"}, script: "c", noCommand: true},
-	"runuser":     {value: "ugcGsw", long: []string{"--user", "--group", "--command", "--shell"}, script: "c"},
-	"sg":          {skip: 1, script: "c"},
-	"script":      {value: "cEIOTBm", long: []string{"--command", "--log-io", "--log-in", "--log-out", "--log-timing"}, script: "c", noCommand: true},
-	"watch":       {value: "ndq", long: []string{"--interval", "--differences", "--equexit"}, join: true},
-	"xargs":       {value: "adEILnPs", long: []string{"--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}, feeds: true},
-	"parallel":    {value: "jSIXEdnNPs", long: []string{"--jobs", "--sshlogin", "--delimiter", "--arg-file", "--max-args"}, feeds: true},
-	"strace":      {value: "eoOpPsSuEIabX"},
-	"ltrace":      {value: "eopsunAlS"},
-	"taskset":     {skip: 1},
-	"chrt":        {skip: 1},
-	"prlimit":     {value: "p"},
-	"nsenter":     {value: "tSGw"},
-	"unshare":     {value: "SGRw"},
-	"fakeroot":    {value: "lsi"},
-	"faketime":    {value: "f", skip: 1},
-	"firejail":    {},
-	"caffeinate":  {value: "tw"},
-	"systemd-run": {value: "upEMHs", long: []string{"--unit", "--property", "--setenv", "--machine", "--host", "--working-directory", "--uid", "--gid", "--nice"}},
-	"ssh-agent":   {value: "aEPt"},
-	"dbus-launch": {},
-}
+var wrappers = sync.OnceValue(func() map[string]wrapper {
+	return map[string]wrapper{
+		"builtin": {}, "nohup": {}, "setsid": {}, "unbuffer": {}, "catchsegv": {}, "setpriv": {},
+		"command":     {none: "vV"},
+		"exec":        {value: "a"},
+		"time":        {value: "fo", long: []string{"--format", "--output"}},
+		"busybox":     {},
+		"env":         {value: "uCS", long: []string{"--unset", "--chdir", "--split-string"}, assigns: true, script: "S"},
+		"nice":        {value: "n", long: []string{"--adjustment"}},
+		"ionice":      {value: "cnpPu", long: []string{"--class", "--classdata", "--pid", "--pgid", "--uid"}},
+		"stdbuf":      {value: "ioe", long: []string{"--input", "--output", "--error"}},
+		"timeout":     {value: "sk", long: []string{"--signal", "--kill-after"}, skip: 1},
+		"chroot":      {skip: 1},
+		"flock":       {value: "wEc", long: []string{"--timeout", "--conflict-exit-code", "--command"}, skip: 1, script: "c"},
+		"sudo":        {value: "ugCDhprtUT", long: []string{"--user", "--group", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--close-from", "--command-timeout"}, assigns: true},
+		"doas":        {value: "uC"},
+		"pkexec":      {long: []string{"--user"}},
+		"su":          {value: "cgGsw", long: []string{"--command", "--group", "--shell"}, script: "c", noCommand: true},
+		"runuser":     {value: "ugcGsw", long: []string{"--user", "--group", "--command", "--shell"}, script: "c"},
+		"sg":          {skip: 1, script: "c"},
+		"script":      {value: "cEIOTBm", long: []string{"--command", "--log-io", "--log-in", "--log-out", "--log-timing"}, script: "c", noCommand: true},
+		"watch":       {value: "ndq", long: []string{"--interval", "--differences", "--equexit"}, join: true},
+		"xargs":       {value: "adEILnPs", long: []string{"--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"}, feeds: true},
+		"parallel":    {value: "jSIXEdnNPs", long: []string{"--jobs", "--sshlogin", "--delimiter", "--arg-file", "--max-args"}, feeds: true},
+		"strace":      {value: "eoOpPsSuEIabX"},
+		"ltrace":      {value: "eopsunAlS"},
+		"taskset":     {skip: 1},
+		"chrt":        {skip: 1},
+		"prlimit":     {value: "p"},
+		"nsenter":     {value: "tSGw"},
+		"unshare":     {value: "SGRw"},
+		"fakeroot":    {value: "lsi"},
+		"faketime":    {value: "f", skip: 1},
+		"firejail":    {},
+		"caffeinate":  {value: "tw"},
+		"systemd-run": {value: "upEMHs", long: []string{"--unit", "--property", "--setenv", "--machine", "--host", "--working-directory", "--uid", "--gid", "--nice"}},
+		"ssh-agent":   {value: "aEPt"},
+		"dbus-launch": {},
+	}
+})
 
 // unwrapped is what a wrapper runs: the command's words (from, into c's
 // words; -1 when none) and a script it is given to run.
@@ -88,7 +91,7 @@ func (c Command) unwrap() (unwrapped, bool) {
 	if name == "find" {
 		return c.findExec()
 	}
-	w, ok := wrappers[name]
+	w, ok := wrappers()[name]
 	if !ok {
 		return unwrapped{}, false
 	}

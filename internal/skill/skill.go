@@ -16,7 +16,7 @@ import (
 	"strings"
 	"unicode"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // Skill is one skill, in opencode's shape (GET /skill).

@@ -12,8 +12,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -144,10 +148,16 @@ func TestExportGzipWithHeaders(t *testing.T) {
 
 func TestAttributeValues(t *testing.T) {
 	t.Parallel()
-	kvs := keyValues([]attribute.KeyValue{attribute.String("s", "x"), attribute.Int("i", 3), attribute.Bool("b", true),
-		attribute.Float64("f", 1.5), attribute.StringSlice("ss", []string{"a", "b"}), attribute.Int64Slice("is", []int64{1, 2})})
+	// Wrapped as a Resource's attributes (field 1) to decode them.
+	b := keyValues(nil, 1, []attribute.KeyValue{attribute.String("s", "x"), attribute.Int("i", 3), attribute.Bool("b", true),
+		attribute.Float64("f", 1.5), attribute.StringSlice("ss", []string{"a", "b"}), attribute.Int64Slice("is", []int64{1, 2}),
+		attribute.Int("i0", 0), attribute.Bool("b0", false), attribute.String("s0", ""), attribute.Int("neg", -7)})
+	var res resourcepb.Resource
+	if err := proto.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
 	got := map[string]*commonpb.AnyValue{}
-	for _, kv := range kvs {
+	for _, kv := range res.Attributes {
 		got[kv.Key] = kv.Value
 	}
 	want := map[string]*commonpb.AnyValue{
@@ -159,6 +169,11 @@ func TestAttributeValues(t *testing.T) {
 			{Value: &commonpb.AnyValue_StringValue{StringValue: "a"}}, {Value: &commonpb.AnyValue_StringValue{StringValue: "b"}}}}}},
 		"is": {Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: []*commonpb.AnyValue{
 			{Value: &commonpb.AnyValue_IntValue{IntValue: 1}}, {Value: &commonpb.AnyValue_IntValue{IntValue: 2}}}}}},
+		// A oneof member is present at its zero value.
+		"i0":  {Value: &commonpb.AnyValue_IntValue{IntValue: 0}},
+		"b0":  {Value: &commonpb.AnyValue_BoolValue{BoolValue: false}},
+		"s0":  {Value: &commonpb.AnyValue_StringValue{StringValue: ""}},
+		"neg": {Value: &commonpb.AnyValue_IntValue{IntValue: -7}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d attributes, want %d", len(got), len(want))
@@ -167,5 +182,44 @@ func TestAttributeValues(t *testing.T) {
 		if !proto.Equal(w, got[k]) {
 			t.Errorf("attribute %s = %v, want %v", k, got[k], w)
 		}
+	}
+}
+
+// TestWireMatchesGeneratedTypes encodes spans of every shape (kinds,
+// statuses, events, links, trace state and flags, two scopes, every
+// attribute type) by hand and through the generated OTLP types, and
+// requires the same message once decoded.
+func TestWireMatchesGeneratedTypes(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	res := resource.NewWithAttributes("https://schema.example/1", attribute.String("service.name", "agentd"), attribute.Int("pid", 42))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(res))
+	defer tp.Shutdown(context.Background())
+	attrs := []attribute.KeyValue{attribute.String("s", "x"), attribute.Int64("i", -3), attribute.Bool("b", false),
+		attribute.Float64("f", 0), attribute.BoolSlice("bs", []bool{true, false}), attribute.Float64Slice("fs", []float64{1.5, -2}),
+		attribute.StringSlice("ss", nil)}
+	ts, _ := trace.ParseTraceState("vendor=value")
+	linked := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2}, SpanID: trace.SpanID{3}, TraceState: ts,
+		TraceFlags: trace.FlagsSampled})
+	ctx, root := tp.Tracer("one", trace.WithInstrumentationVersion("v1")).Start(context.Background(), "root",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...), trace.WithLinks(trace.Link{SpanContext: linked,
+			Attributes: attrs[:2]}))
+	root.AddEvent("ev", trace.WithAttributes(attrs[2:]...))
+	root.AddEvent("")
+	root.SetStatus(codes.Ok, "")
+	_, child := tp.Tracer("two").Start(ctx, "child", trace.WithSpanKind(trace.SpanKindClient))
+	child.SetStatus(codes.Error, "broke")
+	child.End()
+	_, plain := tp.Tracer("one", trace.WithInstrumentationVersion("v1")).Start(context.Background(), "")
+	plain.End()
+	root.End()
+	spans := rec.Ended()
+	var got tracepb.TracesData
+	if err := proto.Unmarshal(encodeTraces(spans), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := refTracesData(spans)
+	if !proto.Equal(&got, want) {
+		t.Errorf("decoded:\n%v\nwant:\n%v", &got, want)
 	}
 }

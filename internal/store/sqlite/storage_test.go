@@ -120,3 +120,31 @@ func TestFullDiskFailsOpen(t *testing.T) {
 		s2.Close()
 	}
 }
+
+// TestProbeLeavesWritesDurable pins that the start-up write probe, whose
+// own commit is not flushed, hands the writer back with the configured
+// durability: a restart on an existing database (the probe runs) commits
+// with synchronous FULL, or NORMAL when that was asked for.
+func TestProbeLeavesWritesDurable(t *testing.T) {
+	t.Parallel()
+	for mode, want := range map[string]int{"": 2, "NORMAL": 1} {
+		path := filepath.Join(t.TempDir(), "agentd.db")
+		for start := range 2 { // the second start finds a migrated database
+			s, err := sqlite.Open(t.Context(), path, sqlite.Options{Synchronous: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := sqlite.WriterSynchronous(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("mode %q, start %d: writer's synchronous = %d, want %d", mode, start, got, want)
+			}
+			if err := insertSession(t, s, "s"+mode+string(rune('0'+start))); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		}
+	}
+}

@@ -98,3 +98,12 @@ func BenchmarkBashNeeds(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSweep is start-up's scan for the tool processes a previous
+// agentd left: every process's environment read once (it grows with the
+// machine's process count, and its CPU is part of every restart's).
+func BenchmarkSweep(b *testing.B) {
+	for b.Loop() {
+		killMarked(func(string) bool { return false })
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,31 +134,75 @@ func (c *container) close() {
 
 // killMarked sends SIGKILL to every process whose marker satisfies match.
 func killMarked(match func(string) bool) int {
-	entries, err := os.ReadDir("/proc")
+	dir, err := os.Open("/proc")
 	if err != nil {
 		return 0
 	}
+	names, _ := dir.Readdirnames(-1)
+	dir.Close()
 	self := os.Getpid()
 	n := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	// One buffer for every environment: this runs at every start over
+	// every process of the machine.
+	buf := make([]byte, 0, 32<<10)
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
+		if buf, err = readProcFile("/proc/"+name+"/environ", buf[:0]); err != nil {
 			continue
 		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, []byte(markerVar+"=")); ok && match(string(v)) {
-				if syscall.Kill(pid, syscall.SIGKILL) == nil {
-					n++
-				}
-				break
-			}
+		if hasMarker(buf, match) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
 		}
 	}
 	return n
+}
+
+// hasMarker reports whether an environment (NUL-separated) holds a marker
+// that satisfies match.
+func hasMarker(env []byte, match func(string) bool) bool {
+	prefix := []byte(markerVar + "=")
+	for len(env) > 0 {
+		kv := env
+		if i := bytes.IndexByte(env, 0); i >= 0 {
+			kv, env = env[:i], env[i+1:]
+		} else {
+			env = nil
+		}
+		if v, ok := bytes.CutPrefix(kv, prefix); ok && match(string(v)) {
+			return true
+		}
+	}
+	return false
+}
+
+// readProcFile appends the whole of a /proc file (whose size stat does
+// not give) to buf. It reads through the system calls alone: an os.File
+// would also try to register each file with the poller.
+func readProcFile(path string, buf []byte) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return buf, err
+	}
+	defer syscall.Close(fd)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // Sweep kills the tool processes a previous agentd on the same database
