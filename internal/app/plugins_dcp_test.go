@@ -23,21 +23,23 @@ const dcp = "@tarquinen/opencode-dcp"
 // the session's messages through its client and matches them by id; from
 // then on the transform replaces the range with the summary. So the model
 // sees the summary instead of the earlier tool outputs, while the
-// session's record keeps every output.
+// session's record keeps every output. dcp's notice of the compression,
+// a prompt without reply of ignored text sent while the run goes on, is
+// recorded but never shown to the model (as in opencode).
 func TestPublishedPluginDCP(t *testing.T) {
 	t.Parallel()
 	dir, _ := pluginFolder(t)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", dcp, "package.json")); err != nil {
 		testenv.Skip(t, testenv.Plugins, dcp+" is not installed")
 	}
-	// Its configuration and state live in the host's home (XDG folders):
-	// no update checks (no network), no chat notifications.
+	// Its configuration and state live in the host's home (XDG folders);
+	// no update checks (no network).
 	home := t.TempDir()
 	cfgDir := filepath.Join(home, "config", "opencode")
 	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(cfgDir, "dcp.jsonc"), []byte(`{"autoUpdate": false, "pruneNotification": "off"}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(cfgDir, "dcp.jsonc"), []byte(`{"autoUpdate": false}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := tool.NewEnv(nil, nil).With(map[string]string{"HOME": home,
@@ -63,7 +65,8 @@ func TestPublishedPluginDCP(t *testing.T) {
 	}
 	recorded = fake.Recorded()
 	last := string(recorded[len(recorded)-1].Body)
-	if !strings.Contains(last, "SUMMARY-OF-ECHOES") || strings.Contains(last, "OUTPUT-ALPHA") || strings.Contains(last, "OUTPUT-BETA") {
+	if !strings.Contains(last, "SUMMARY-OF-ECHOES") || strings.Contains(last, "OUTPUT-ALPHA") || strings.Contains(last, "OUTPUT-BETA") ||
+		strings.Contains(last, "Compression #1") {
 		t.Errorf("the step after compress sent %s", last)
 	}
 
@@ -73,12 +76,17 @@ func TestPublishedPluginDCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	var outputs []string
+	notice := false
 	for _, m := range msgs {
 		for _, p := range m.Parts {
 			if p.Type == core.PartTool && p.Tool == "echo" {
 				outputs = append(outputs, p.State.Output)
 			}
+			notice = notice || p.Type == core.PartText && p.Ignored && strings.Contains(p.Text, "Compression #1")
 		}
+	}
+	if !notice {
+		t.Error("dcp's notice is not in the record as ignored text")
 	}
 	if strings.Join(outputs, ",") != "OUTPUT-ALPHA,OUTPUT-BETA" {
 		t.Errorf("the record's echo outputs: %q", outputs)

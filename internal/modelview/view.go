@@ -159,7 +159,8 @@ func Convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 	return out, parent
 }
 
-// appendUser appends a user message: its text and attached files. Each
+// appendUser appends a user message: its text (but ignored text, as
+// opencode leaves it out) and attached files. Each
 // turn and block names the record's message and part it came from (the
 // message copied: a kept view must not hold the transcript's parts).
 func appendUser(out []llm.Message, m core.MessageWithParts) []llm.Message {
@@ -167,7 +168,9 @@ func appendUser(out []llm.Message, m core.MessageWithParts) []llm.Message {
 	for i, p := range m.Parts {
 		switch p.Type {
 		case core.PartText:
-			c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
+			if !p.Ignored {
+				c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
+			}
 		case core.PartFile:
 			if fc, ok := fileContent(m.Parts, i); ok {
 				fc.PartID = p.ID
