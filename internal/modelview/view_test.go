@@ -42,3 +42,21 @@ func TestConvertNamesTheRecord(t *testing.T) {
 		t.Errorf("its result: %+v", out[2])
 	}
 }
+
+// TestComposeNamesTheCompaction: the two turns that stand for a
+// compaction name the record's request and summary.
+func TestComposeNamesTheCompaction(t *testing.T) {
+	t.Parallel()
+	msgs := []core.MessageWithParts{
+		{Info: core.Message{ID: "msg_old", Role: core.RoleUser, Seq: 1}, Parts: []core.Part{{ID: "prt_o", Type: core.PartText, Text: "old"}}},
+		{Info: core.Message{ID: "msg_req", Role: core.RoleUser, Seq: 2, Agent: CompactionAgent},
+			Parts: []core.Part{{ID: "prt_r", Type: core.PartCompaction}}},
+		{Info: core.Message{ID: "msg_sum", Role: core.RoleAssistant, Seq: 3, ParentID: "msg_req", Summary: true, Completed: 9},
+			Parts: []core.Part{{ID: "prt_s", Type: core.PartText, Text: "the summary"}}},
+	}
+	out, _ := Compose("run", msgs, nil)
+	if len(out) != 2 || out[0].From == nil || out[0].From.ID != "msg_req" || out[1].From == nil || out[1].From.ID != "msg_sum" ||
+		out[1].Content[0].Text != "the summary" {
+		t.Fatalf("the compaction's turns: %+v", out)
+	}
+}
