@@ -91,4 +91,21 @@ func TestPublishedPluginDCP(t *testing.T) {
 	if strings.Join(outputs, ",") != "OUTPUT-ALPHA,OUTPUT-BETA" {
 		t.Errorf("the record's echo outputs: %q", outputs)
 	}
+
+	// /dcp-compress, the command its config hook adds: its
+	// command.execute.before records the command as the prompt, and its
+	// transform asks the model, in that prompt's place, to compress.
+	if code, body := n.raw("POST", "/session/"+sid+"/command", `{"command":"dcp-compress","arguments":"the echoes"}`); code != 200 {
+		t.Fatalf("/dcp-compress: %d %s", code, body)
+	}
+	recorded = fake.Recorded()
+	if last := string(recorded[len(recorded)-1].Body); !strings.Contains(last, `Additional user focus:\nthe echoes`) {
+		t.Errorf("the step after /dcp-compress sent %s", last)
+	}
+	if msgs, err = n.c.Messages(t.Context(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if prompt := msgs[len(msgs)-2]; !hasText(prompt, "/dcp-compress the echoes") {
+		t.Errorf("the command's prompt in the record: %+v", prompt)
+	}
 }
