@@ -337,6 +337,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		c := Catalog(config.File{}, def, cfg.Engine.Permission, cfg.Engine.Agents.All())
 		cfg.Catalog = &c
 	}
+	// The plugins' client needs the address before the providers' set-up.
+	serverURL.Store((&App{cfg: cfg, ln: ln}).URL())
+	pluginProviders(ctx, plugins, &cfg)
 	terms := startTerminals(ctx, cfg, sb, hub)
 	sched := schedule.New(st, eng, cfg.Schedules, cfg.Logger, cfg.Version)
 	api := server.New(st, eng, hub, server.Config{
@@ -346,7 +349,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms), CommandHook: commandHook(plugins), ObserveRequest: met.Request,
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks), Keys: keys,
-		Schedules: sched,
+		Schedules: sched, ProviderAuth: providerAuth(plugins),
 	})
 	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms), hooks, keys)
 	met.InitRoutes(api.Routes())

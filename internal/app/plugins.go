@@ -204,6 +204,9 @@ func startPlugins(ctx context.Context, cfg *Config, tools *tool.Registry, url *a
 	if err := h.Start(ctx); err != nil {
 		return nil, err
 	}
+	if _, err := cfg.credentialKeys(); err == nil && cfg.Credentials != nil {
+		h.SetCredentials(pluginCredentials{cfg.Credentials})
+	}
 	tools.AddSource(h.Tools())
 	cfg.Engine.Hooks = h
 	return h, nil

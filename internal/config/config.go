@@ -537,7 +537,7 @@ func (f File) BuildWith(keys func(providerID string) string) (*llm.Registry, cor
 	reg.Add(scripted.ProviderID, &scripted.Model{}, nil)
 	f.unconfigured(reg)
 	for id, p := range f.Providers() {
-		prov, err := p.provider(id, keys)
+		prov, err := p.provider(id, keys, reg)
 		if err != nil {
 			return nil, core.ModelRef{}, err
 		}
@@ -564,7 +564,7 @@ func (f File) BuildWith(keys func(providerID string) string) (*llm.Registry, cor
 	return reg, def, nil
 }
 
-func (p Provider) provider(id string, keys func(string) string) (llm.Provider, error) {
+func (p Provider) provider(id string, keys func(string) string, reg *llm.Registry) (llm.Provider, error) {
 	timeout := time.Duration(0)
 	if len(p.Options.Timeout) > 0 && string(p.Options.Timeout) != "false" {
 		var ms float64
@@ -583,6 +583,9 @@ func (p Provider) provider(id string, keys func(string) string) (llm.Provider, e
 		key = os.Getenv(kind.KeyEnv)
 	}
 	conn := Conn{BaseURL: p.Options.BaseURL, APIKey: key, Headers: p.Options.Headers, Timeout: timeout}
+	if reg != nil {
+		reg.SetSetup(id, llm.Setup{Conn: conn, Build: kind.New, Missing: p.MissingKey(id)})
+	}
 	if key == "" && keys != nil {
 		return &keyed{id: id, keys: keys, missing: p.MissingKey(id), build: func(key string) llm.Provider {
 			c := conn

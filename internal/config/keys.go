@@ -59,6 +59,8 @@ func (f File) unconfigured(reg *llm.Registry) {
 		if _, ok := have[k.Stock]; ok || k.Stock == "" || k.KeyEnv == "" {
 			continue
 		}
-		reg.Unconfigured(k.Stock, fmt.Sprintf("set %s (its API key), or add a provider.%s block with options.apiKey to agentd.json", k.KeyEnv, k.Stock))
+		fix := fmt.Sprintf("set %s (its API key), or add a provider.%s block with options.apiKey to agentd.json", k.KeyEnv, k.Stock)
+		reg.Unconfigured(k.Stock, fix)
+		reg.SetSetup(k.Stock, llm.Setup{Build: k.New, Missing: fix})
 	}
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"strings"
-	"time"
 
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/anthropic"
@@ -11,12 +10,7 @@ import (
 )
 
 // Conn is how a configured provider is reached.
-type Conn struct {
-	BaseURL string
-	APIKey  string
-	Headers map[string]string
-	Timeout time.Duration
-}
+type Conn = llm.Conn
 
 // Kind is one kind of provider agentd speaks: the npm packages
 // opencode's configuration names it by, the stock provider that its key
@@ -36,11 +30,13 @@ type Kind struct {
 var Kinds = []Kind{
 	{NPM: []string{"@ai-sdk/openai-compatible", "@ai-sdk/openai"}, Stock: "openai", KeyEnv: "OPENAI_API_KEY", Name: "OpenAI",
 		New: func(c Conn) llm.Provider {
-			return openai.New(openai.Options{BaseURL: c.BaseURL, APIKey: c.APIKey, Headers: c.Headers, Timeout: c.Timeout})
+			return openai.New(openai.Options{BaseURL: c.BaseURL, APIKey: c.APIKey, Headers: c.Headers, Timeout: c.Timeout,
+				HTTPClient: c.HTTPClient})
 		}},
 	{NPM: []string{"@ai-sdk/anthropic"}, Stock: "anthropic", KeyEnv: "ANTHROPIC_API_KEY", Name: "Anthropic",
 		New: func(c Conn) llm.Provider {
-			return anthropic.New(anthropic.Options{BaseURL: c.BaseURL, APIKey: c.APIKey, Headers: c.Headers, Timeout: c.Timeout})
+			return anthropic.New(anthropic.Options{BaseURL: c.BaseURL, APIKey: c.APIKey, Headers: c.Headers, Timeout: c.Timeout,
+				HTTPClient: c.HTTPClient})
 		}},
 }
 

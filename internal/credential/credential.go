@@ -21,13 +21,24 @@ import (
 )
 
 // Entry is one stored credential: opencode's auth.json entry for an API
-// key, with the label opencode 2 gives a connection.
+// key, with the label opencode 2 gives a connection, or an OAuth login a
+// plugin made (its auth hook: the tokens, which the plugin refreshes
+// itself through PUT /auth/{id}).
 type Entry struct {
 	Type  string `json:"type"`
-	Key   string `json:"key"`
+	Key   string `json:"key,omitempty"`
 	Label string `json:"label,omitempty"`
 	// Time is when it was stored, in epoch ms.
 	Time int64 `json:"time,omitempty"`
+	// Refresh, Access and Expires (epoch ms) are an OAuth login's, with
+	// AccountID and EnterpriseURL when its plugin gave them.
+	Refresh       string `json:"refresh,omitempty"`
+	Access        string `json:"access,omitempty"`
+	Expires       int64  `json:"expires,omitempty"`
+	AccountID     string `json:"accountId,omitempty"`
+	EnterpriseURL string `json:"enterpriseUrl,omitempty"`
+	// Metadata is what a plugin keeps beside an API key.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // String names the entry without its key, so that a key printed by
@@ -88,6 +99,42 @@ func (s *Store) Key(id string) (key, label string) {
 	defer s.mu.Unlock()
 	e := s.m[id]
 	return e.Key, e.Label
+}
+
+// Get returns a provider's stored credential; false when none.
+func (s *Store) Get(id string) (Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[id]
+	return e, ok
+}
+
+// Put stores a whole credential (an OAuth login, an API key with a
+// plugin's metadata), checked as Set checks a key.
+func (s *Store) Put(id string, e Entry) error {
+	if !validID(id) {
+		return fmt.Errorf("%w: provider id %q (letters, digits, - _ . only)", ErrInvalid, id)
+	}
+	switch e.Type {
+	case "oauth":
+		if e.Access == "" || len(e.Access)+len(e.Refresh) > maxKey {
+			return fmt.Errorf("%w: an OAuth login needs its access token (at most %d bytes with the refresh token)", ErrInvalid, maxKey)
+		}
+	case "api", "wellknown":
+		if e.Key == "" || len(e.Key) > maxKey || strings.ContainsAny(e.Key, "\r\n\x00") {
+			return fmt.Errorf("%w: the key must be one line of at most %d bytes", ErrInvalid, maxKey)
+		}
+	default:
+		return fmt.Errorf("%w: type %q: want api, wellknown or oauth", ErrInvalid, e.Type)
+	}
+	e.Time = time.Now().UnixMilli()
+	return s.change(func(m map[string]Entry) bool {
+		if e.Label == "" {
+			e.Label = m[id].Label
+		}
+		m[id] = e
+		return true
+	})
 }
 
 // IDs lists the providers that have a stored key.

@@ -118,3 +118,36 @@ func TestOpenMakesFilePrivate(t *testing.T) {
 		t.Errorf("mode %v after open, want 0600", st.Mode().Perm())
 	}
 }
+
+// TestStoreKeepsLogins: an OAuth login a plugin made is kept whole
+// (tokens, expiry, account) across a reopen, is no API key for the
+// providers built from keys, and is refused without its access token.
+func TestStoreKeepsLogins(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "c.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := Entry{Type: "oauth", Refresh: "r-1", Access: "a-1", Expires: 1700000000000, AccountID: "acct"}
+	if err := s.Put("anthropic", login); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("anthropic", Entry{Type: "oauth", Refresh: "r"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a login without its access token: %v", err)
+	}
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := s2.Get("anthropic")
+	if !ok || got.Access != "a-1" || got.Refresh != "r-1" || got.Expires != 1700000000000 || got.AccountID != "acct" || got.Type != "oauth" {
+		t.Errorf("reopened: %+v", got)
+	}
+	if key, _ := s2.Key("anthropic"); key != "" {
+		t.Errorf("a login read as an API key: %q", key)
+	}
+	if s := fmt.Sprint(got); strings.Contains(s, "a-1") || strings.Contains(s, "r-1") {
+		t.Errorf("a login printed its tokens: %s", s)
+	}
+}

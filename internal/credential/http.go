@@ -13,13 +13,19 @@ import (
 // /connect with an API key, plugins) and DELETE /auth/{providerID},
 // mounted on the server (server.Mount) in opencode's v1 shapes.
 
-// authBody is opencode's Auth: an API key ("api"), a well-known
-// provider's key and token ("wellknown"), or an OAuth login ("oauth",
-// refused: agentd cannot refresh it).
+// authBody is opencode's Auth: an API key ("api", with a plugin's
+// metadata), a well-known provider's key and token ("wellknown"), or an
+// OAuth login ("oauth": a plugin's auth hook uses and refreshes it).
 type authBody struct {
-	Type  string `json:"type" doc:"required"`
-	Key   string `json:"key"`
-	Token string `json:"token"`
+	Type          string            `json:"type" doc:"required"`
+	Key           string            `json:"key,omitempty"`
+	Token         string            `json:"token,omitempty"`
+	Refresh       string            `json:"refresh,omitempty"`
+	Access        string            `json:"access,omitempty"`
+	Expires       int64             `json:"expires,omitempty"`
+	AccountID     string            `json:"accountId,omitempty"`
+	EnterpriseURL string            `json:"enterpriseUrl,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
 }
 
 // Routes are the v1 /auth routes over the store.
@@ -54,16 +60,12 @@ func (s *Store) put(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "body: want opencode's Auth object ({\"type\":\"api\",\"key\":\"…\"})")
 		return
 	}
-	switch in.Type {
-	case "api", "wellknown":
-	case "oauth":
-		badRequest(w, "OAuth credentials are not supported: agentd cannot refresh them; store an API key ({\"type\":\"api\",\"key\":\"…\"})")
-		return
-	default:
-		badRequest(w, "type: want api, wellknown or oauth")
-		return
+	e := Entry{Type: in.Type, Key: in.Key, Refresh: in.Refresh, Access: in.Access, Expires: in.Expires,
+		AccountID: in.AccountID, EnterpriseURL: in.EnterpriseURL, Metadata: in.Metadata}
+	if in.Type != "oauth" {
+		e.Label = "API key"
 	}
-	if err := s.Set(r.PathValue("providerID"), in.Key, "API key"); err != nil {
+	if err := s.Put(r.PathValue("providerID"), e); err != nil {
 		if errors.Is(err, ErrInvalid) {
 			badRequest(w, err.Error())
 			return

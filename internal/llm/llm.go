@@ -99,6 +99,10 @@ type Request struct {
 	// ToolChoice is ToolChoiceRequired when the model must call a tool
 	// ("" lets it choose).
 	ToolChoice string
+	// Directory is the session's directory, set by the plugins' hooks
+	// (package plugin) for a provider whose plugin auth loader is made per
+	// directory; "" elsewhere.
+	Directory string
 }
 
 // ToolChoiceRequired makes the model call one of the tools (opencode's

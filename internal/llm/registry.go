@@ -49,13 +49,16 @@ type Registry struct {
 	// unconfigured maps the providers agentd knows but that are not
 	// enabled to what enables them.
 	unconfigured map[string]string
+	// setups are how providers are built (see Setup).
+	setups map[string]Setup
 }
 
 type registered struct {
 	p Provider
 	// models maps the model id a client uses to what agentd knows of it;
-	// nil accepts any model id as is.
+	// nil accepts any model id as is, as does open (see AddModels).
 	models map[string]Model
+	open   bool
 }
 
 // NewRegistry returns an empty registry.
@@ -88,9 +91,9 @@ func (r *Registry) Resolve(ref core.ModelRef) (Provider, Model, error) {
 		return nil, Model{}, fmt.Errorf("unknown provider %q (%s)", ref.ProviderID, suggest.Hint(ref.ProviderID, known, 0))
 	}
 	var m Model
-	if reg.models == nil {
+	if m, ok = reg.models[ref.ModelID]; !ok && (reg.models == nil || reg.open) {
 		m = Model{Name: ref.ModelID}
-	} else if m, ok = reg.models[ref.ModelID]; !ok {
+	} else if !ok {
 		known := make([]string, 0, len(reg.models))
 		for id := range reg.models {
 			known = append(known, id)

@@ -209,6 +209,9 @@ type callState struct {
 
 // serve answers the host's requests and notifications.
 func (h *Host) serve(m message) (any, error) {
+	if res, ok, err := h.serveAuth(m); ok {
+		return res, err
+	}
 	var p struct {
 		Ref        string         `json:"ref"`
 		Title      string         `json:"title"`

@@ -123,6 +123,7 @@ type hookCall struct {
 
 // Request implements Hooks.
 func (h *Host) Request(ctx context.Context, in StepInput, req *llm.Request) error {
+	req.Directory = in.Directory // for a plugin's auth loader (auth.go)
 	p, err := h.current(ctx)
 	if err != nil {
 		return err

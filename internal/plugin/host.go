@@ -87,6 +87,7 @@ type Host struct {
 	historySent atomic.Int64
 	tools       *toolSource
 	calls       sync.Map // tool call ref → *callState
+	auth        authHost // the auth and provider hooks (auth.go)
 	// events is the event hook's queue (live.go), drained until
 	// eventsDone is closed.
 	events     *eventQueue
@@ -224,6 +225,7 @@ func (h *Host) spawn(ctx context.Context) (*proc, error) {
 	})
 	go func() {
 		p.conn.read(hostOut, func(err error) { h.log.Warn("plugin host", "err", err) })
+		h.fetchesGone(p)
 		hostOut.Close()
 		_ = cmd.Wait()
 		hostIn.Close()

@@ -348,6 +348,171 @@ const notifications = {
   cancel: (p) => calls.get(p.ref)?.abort(new Error(p.reason ?? "aborted")),
 }
 
+// ---- opencode's auth and provider hooks ----
+// A provider's auth loader runs when agentd first calls a model of that
+// provider with a stored credential (auth.load); the fetch it returns is
+// kept here, per instance, and agentd's model calls come through it
+// (fetch): the answer's head is the call's result, its body follows as
+// fetch.chunk notifications and a fetch.end. The OAuth logins begun by
+// authorize wait here for their callback.
+const ANSWERED = Symbol("answered")
+const authState = new WeakMap() // instance → {fetches, pending}
+const fetchAborts = new Map() // fetch ref → AbortController
+
+function authOf(inst) {
+  let st = authState.get(inst)
+  if (!st) authState.set(inst, (st = { fetches: new Map(), pending: new Map() }))
+  return st
+}
+
+// authHook is the provider's auth hook as opencode keeps it: the last
+// plugin's that names the provider.
+function authHook(inst, provider) {
+  let found
+  for (const h of inst.hooks) if (h.auth?.provider === provider) found = h.auth
+  return found
+}
+
+function publicPrompt(p) {
+  const when = p.when ? { when: p.when } : {}
+  if (p.type === "select") return { type: "select", key: p.key, message: p.message, options: p.options ?? [], ...when }
+  const placeholder = p.placeholder ? { placeholder: p.placeholder } : {}
+  return { type: "text", key: p.key, message: p.message, ...placeholder, ...when }
+}
+
+function mergeDeep(a, b) {
+  const out = { ...a }
+  for (const [k, v] of Object.entries(b ?? {})) {
+    const plain = (x) => x && typeof x === "object" && !Array.isArray(x) && Object.getPrototypeOf(x) === Object.prototype
+    out[k] = plain(out[k]) && plain(v) ? mergeDeep(out[k], v) : v
+  }
+  return out
+}
+
+function plainJSON(v) {
+  try {
+    return JSON.parse(JSON.stringify(v ?? {}))
+  } catch {
+    return {}
+  }
+}
+
+async function pump(ref, res, abort) {
+  let error
+  try {
+    if (res.body) {
+      const reader = res.body.getReader()
+      abort.signal.addEventListener("abort", () => reader.cancel().catch(() => {}), { once: true })
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        if (value?.length) send({ method: "fetch.chunk", params: { ref, data: Buffer.from(value).toString("base64") } })
+      }
+    }
+  } catch (err) {
+    error = String(err?.message ?? err)
+  }
+  fetchAborts.delete(ref)
+  send({ method: "fetch.end", params: { ref, error } })
+}
+
+Object.assign(methods, {
+  async "auth.describe"(p) {
+    const inst = await made(p.directory)
+    const auth = {}
+    for (const h of inst.hooks) {
+      const a = h.auth
+      if (!a || a.provider === undefined) continue
+      auth[a.provider] = {
+        methods: (a.methods ?? []).map((m) => ({
+          type: m.type,
+          label: m.label,
+          ...(m.prompts ? { prompts: m.prompts.map(publicPrompt) } : {}),
+        })),
+        loader: typeof a.loader === "function" || auth[a.provider]?.loader === true,
+      }
+    }
+    const providers = new Set()
+    for (const h of inst.hooks) if (h.provider?.id && typeof h.provider.models === "function") providers.add(h.provider.id)
+    return { auth, providers: [...providers] }
+  },
+  async "auth.load"(p) {
+    const inst = await made(p.directory)
+    const getAuth = () => request("auth.get", { provider: p.provider })
+    let options = {}
+    for (const h of inst.hooks) {
+      if (h.auth?.provider !== p.provider || typeof h.auth.loader !== "function") continue
+      options = mergeDeep(options, (await h.auth.loader(getAuth, structuredClone(p.info))) ?? {})
+    }
+    const { fetch: custom, ...rest } = options
+    const st = authOf(inst)
+    if (typeof custom === "function") st.fetches.set(p.provider, custom)
+    else st.fetches.delete(p.provider)
+    return { options: plainJSON(rest), fetch: typeof custom === "function" }
+  },
+  async fetch(p, id) {
+    const inst = await made(p.directory)
+    const f = authOf(inst).fetches.get(p.provider) ?? fetch
+    const abort = new AbortController()
+    fetchAborts.set(p.ref, abort)
+    let res
+    try {
+      const body = p.body ? Buffer.from(p.body, "base64") : undefined
+      res = await f(p.url, { method: p.method, headers: p.headers ?? {}, body, signal: abort.signal })
+    } catch (err) {
+      fetchAborts.delete(p.ref)
+      throw err
+    }
+    const headers = {}
+    // Bun's fetch has decoded the body already.
+    res.headers.forEach((v, k) => {
+      if (k !== "content-encoding" && k !== "content-length") headers[k] = v
+    })
+    send({ id, result: { status: res.status, statusText: res.statusText ?? "", headers } })
+    pump(p.ref, res, abort)
+    return ANSWERED
+  },
+  async "auth.authorize"(p) {
+    const inst = await made(p.directory)
+    const m = authHook(inst, p.provider)?.methods?.[p.method]
+    if (!m) return { error: "BadRequest", message: `provider ${p.provider} has no login method ${p.method}` }
+    if (m.type !== "oauth") return {}
+    for (const q of m.prompts ?? []) {
+      const v = p.inputs?.[q.key]
+      if (q.type !== "text" || typeof q.validate !== "function" || v === undefined) continue
+      const msg = q.validate(v)
+      if (msg) return { error: "ProviderAuthValidationFailed", field: q.key, message: msg }
+    }
+    const r = await m.authorize(p.inputs)
+    authOf(inst).pending.set(p.provider, r)
+    return { authorization: { url: r.url, method: r.method, instructions: r.instructions } }
+  },
+  async "auth.callback"(p) {
+    const inst = await made(p.directory)
+    const r = authOf(inst).pending.get(p.provider)
+    if (!r) return { error: "ProviderAuthOauthMissing" }
+    if (r.method === "code" && !p.code) return { error: "ProviderAuthOauthCodeMissing" }
+    const out = r.method === "code" ? await r.callback(p.code) : await r.callback()
+    if (!out || out.type !== "success") return { error: "ProviderAuthOauthCallbackFailed" }
+    return { result: plainJSON(out) }
+  },
+  async "provider.models"(p) {
+    const inst = await made(p.directory)
+    let info = p.info
+    for (const h of inst.hooks) {
+      if (h.provider?.id !== p.provider || typeof h.provider.models !== "function") continue
+      const models = (await h.provider.models(structuredClone(info), { auth: p.auth ?? undefined })) ?? {}
+      info = {
+        ...info,
+        models: Object.fromEntries(Object.entries(models).map(([k, m]) => [k, { ...m, id: k, providerID: p.provider }])),
+      }
+    }
+    return { models: plainJSON(info.models) }
+  },
+})
+notifications["fetch.abort"] = (p) => fetchAborts.get(p.ref)?.abort(new Error(p.reason ?? "aborted"))
+// ---- end of the auth and provider hooks ----
+
 async function handle(msg) {
   if (msg.id !== undefined && msg.method === undefined) {
     const waiter = pending.get(msg.id)
@@ -363,7 +528,8 @@ async function handle(msg) {
   try {
     const fn = methods[msg.method]
     if (!fn) throw new Error(`unknown method ${msg.method}`)
-    send({ id: msg.id, result: await fn(msg.params ?? {}) })
+    const result = await fn(msg.params ?? {}, msg.id)
+    if (result !== ANSWERED) send({ id: msg.id, result })
   } catch (err) {
     send({ id: msg.id, error: { message: String(err?.message ?? err), stack: String(err?.stack ?? "") } })
   }

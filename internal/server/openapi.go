@@ -112,7 +112,7 @@ var ops = map[string]op{
 	"GET /lsp":                                      {resp: []struct{}{}},
 	"GET /formatter":                                {resp: []struct{}{}},
 	"GET /mcp":                                      {resp: map[string]mcp.Status{}},
-	"GET /provider/auth":                            {resp: struct{}{}},
+	"GET /provider/auth":                            {resp: map[string][]authMethodDoc{}},
 	"GET /experimental/capabilities":                {resp: map[string]bool{}},
 	"GET /experimental/console":                     {resp: consoleJSON{}},
 	"GET /experimental/resource":                    {resp: struct{}{}},

@@ -50,7 +50,9 @@ type Config struct {
 	Logger    *slog.Logger
 	// Catalog and Paths feed opencode's discovery routes.
 	Catalog Catalog
-	Paths   Paths
+	// ProviderAuth serves the providers' logins plugins offer (nil: none).
+	ProviderAuth ProviderAuth
+	Paths        Paths
 	// Pprof serves Go's profiles under /debug/pprof/ (behind the same
 	// security as every route).
 	Pprof bool
@@ -235,7 +237,7 @@ func New(st store.Store, eng *engine.Engine, hub *events.Hub, cfg Config) *Serve
 		{"GET", "/lsp", "Language servers (agentd runs none).", false, fixed([]struct{}{})},
 		{"GET", "/formatter", "Formatters (agentd runs none).", false, fixed([]struct{}{})},
 		{"GET", "/mcp", "The configured MCP servers and whether each is connected.", false, s.mcpStatus},
-		{"GET", "/provider/auth", "Provider login methods (none: keys come from the configuration).", false, fixed(struct{}{})},
+		{"GET", "/provider/auth", "Provider login methods: those of the plugins' auth hooks (none without plugins).", false, s.providerAuth},
 		{"GET", "/experimental/capabilities", "Optional capabilities of the server.", false, fixed(map[string]bool{"backgroundSubagents": false})},
 		{"GET", "/experimental/console", "opencode console state (not used by agentd).", false, fixed(consoleJSON{ConsoleManagedProviders: []string{}})},
 		{"GET", "/experimental/resource", "MCP resources (none).", false, fixed(struct{}{})},

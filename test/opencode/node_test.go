@@ -33,8 +33,9 @@ type node struct {
 
 // startNode starts agentd with the offline scripted model as default and a
 // fakellm-backed provider "fake" (model fake-model), in a fresh workspace.
-// extra is merged into the configuration (e.g. a permission block).
-func startNode(t *testing.T, extra string) *node {
+// extra is merged into the configuration (e.g. a permission block); opts
+// change the node's configuration last.
+func startNode(t *testing.T, extra string, opts ...func(*app.Config)) *node {
 	t.Helper()
 	fake := httptest.NewServer(fakellm.New(fakellm.Options{Second: 50 * time.Millisecond}).Handler())
 	t.Cleanup(fake.Close)
@@ -81,6 +82,9 @@ func startNode(t *testing.T, extra string) *node {
 	}
 	cfg.Engine.Questions = f.Agentd.Questions
 	cfg.Terminals.Enabled = f.Agentd.Terminal != nil && f.Agentd.Terminal.Enabled
+	for _, o := range opts {
+		o(&cfg)
+	}
 	a, err := app.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
