@@ -164,7 +164,10 @@ type Part struct {
 	// text, reasoning
 	Text      string
 	Synthetic bool
-	Time      PartTime
+	// Ignored marks text kept in the transcript but never shown to the
+	// model (opencode's: a plugin's notice in the conversation).
+	Ignored bool
+	Time    PartTime
 
 	// tool
 	CallID string
@@ -220,6 +223,7 @@ type partWire struct {
 	Type      PartType        `json:"type"`
 	Text      string          `json:"text"`
 	Synthetic bool            `json:"synthetic"`
+	Ignored   bool            `json:"ignored"`
 	Time      json.RawMessage `json:"time"`
 	CallID    string          `json:"callID"`
 	Tool      string          `json:"tool"`
@@ -254,7 +258,7 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*p = Part{ID: w.ID, SessionID: w.SessionID, MessageID: w.MessageID, Type: w.Type,
-		Text: w.Text, Synthetic: w.Synthetic, CallID: w.CallID, Tool: w.Tool, State: w.State.ToolState,
+		Text: w.Text, Synthetic: w.Synthetic, Ignored: w.Ignored, CallID: w.CallID, Tool: w.Tool, State: w.State.ToolState,
 		Snapshot: w.Snapshot, Hash: w.Hash, Files: w.Files,
 		Reason: w.Reason, Cost: w.Cost, Tokens: w.Tokens, Mime: w.Mime, Filename: w.Filename, URL: w.URL, Source: w.Source,
 		Auto: w.Auto, Overflow: w.Overflow, TailStart: w.TailStart, RunID: w.RunID, Outcome: w.Outcome, Error: w.Error, Metadata: w.Metadata}
@@ -263,7 +267,7 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 			b, _ := json.Marshal(raw)
 			var im idleMeta
 			if json.Unmarshal(b, &im) == nil && im.Type == PartIdle {
-				p.Type, p.Text, p.Synthetic = PartIdle, "", false
+				p.Type, p.Text, p.Synthetic, p.Ignored = PartIdle, "", false, false
 				p.RunID, p.Outcome, p.Reason, p.Error = im.RunID, im.Outcome, im.Reason, im.Error
 				p.Metadata = nil
 			}
@@ -309,6 +313,7 @@ type (
 		partHead
 		Text      string         `json:"text"`
 		Synthetic bool           `json:"synthetic,omitempty"`
+		Ignored   bool           `json:"ignored,omitempty"`
 		Time      *PartTime      `json:"time,omitempty"`
 		Metadata  map[string]any `json:"metadata,omitempty"`
 	}
@@ -382,7 +387,7 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			t := p.Time
 			tm = &t
 		}
-		return json.Marshal(textPartJSON{h, p.Text, p.Synthetic, tm, p.Metadata})
+		return json.Marshal(textPartJSON{h, p.Text, p.Synthetic, p.Ignored, tm, p.Metadata})
 	case PartReasoning:
 		return json.Marshal(reasoningPartJSON{h, p.Text, p.Metadata, p.Time})
 	case PartTool:

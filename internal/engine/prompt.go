@@ -23,6 +23,7 @@ type InputPart struct {
 	Text string        `json:"text,omitempty"`
 	// Synthetic marks text a client added (opencode's input shape).
 	Synthetic bool   `json:"synthetic,omitempty"`
+	Ignored   bool   `json:"ignored,omitempty"` // kept, never shown to the model
 	Mime      string `json:"mime,omitempty"`
 	URL       string `json:"url,omitempty"`
 	Filename  string `json:"filename,omitempty"`
@@ -415,7 +416,7 @@ func writePrompt(w *writer, in PromptInput, msg core.Message) error {
 	w.messageEvent(msg)
 	for _, ip := range in.Parts {
 		p := core.Part{ID: ip.ID, SessionID: msg.SessionID, MessageID: msg.ID, Type: ip.Type,
-			Text: ip.Text, Synthetic: ip.Synthetic, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename, Source: ip.Source}
+			Text: ip.Text, Synthetic: ip.Synthetic, Ignored: ip.Ignored, Mime: ip.Mime, URL: ip.URL, Filename: ip.Filename, Source: ip.Source}
 		if p.ID == "" {
 			p.ID = core.NewID(core.PrefixPart, false)
 		}

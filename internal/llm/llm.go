@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/core"
 )
 
 // Roles in a conversation sent to a model.
@@ -48,12 +50,20 @@ type Content struct {
 	Data      string
 	URL       string
 	Filename  string
+	// PartID is the id of the record's part this block was made from (""
+	// for none). Providers never send it: plugins that see the history
+	// as opencode's messages match it with the session's record.
+	PartID string
 }
 
 // Message is one turn of the conversation.
 type Message struct {
 	Role    string
 	Content []Content
+	// From is the record's message this turn was made from (a copy; nil
+	// for a turn the server made up). Providers never send it: plugins
+	// that see the history as opencode's messages get its id and fields.
+	From *core.Message
 }
 
 // ToolSpec describes a tool the model may call.

@@ -42,6 +42,9 @@ func sizeOf(msgs []llm.Message) int {
 	n := 0
 	for _, m := range msgs {
 		n += 64
+		if m.From != nil {
+			n += 256 + len(m.From.System) + len(m.From.Structured)
+		}
 		for _, c := range m.Content {
 			n += 64 + len(c.Text) + len(c.Input) + len(c.Data)
 		}

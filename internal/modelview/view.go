@@ -35,6 +35,10 @@ type Compaction struct {
 	// KeepFrom is the position of the first message kept verbatim: the
 	// compaction's tail, or what follows the compaction request.
 	KeepFrom int64
+	// Request and Answer are the record's messages the summary's two
+	// turns stand for: the request (nil if it is not among the messages
+	// read) and the summary.
+	Request, Answer *core.Message
 }
 
 // Keeps reports whether m is kept after the compaction.
@@ -76,7 +80,13 @@ func Latest(msgs []core.MessageWithParts) *Compaction {
 		if tail, ok := seqs[cp.TailStart]; ok && cp.TailStart != "" {
 			keep = tail
 		}
-		c = &Compaction{UserID: info.ParentID, Summary: text, KeepFrom: keep}
+		c = &Compaction{UserID: info.ParentID, Summary: text, KeepFrom: keep, Answer: &info}
+	}
+	for i := range msgs {
+		if c != nil && msgs[i].Info.ID == c.UserID {
+			req := msgs[i].Info
+			c.Request = &req
+		}
 	}
 	return c
 }
@@ -116,8 +126,8 @@ func Compose(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 		return Convert(runID, msgs, out)
 	}
 	out = append(out,
-		llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: summaryQuestion}}},
-		llm.Message{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentText, Text: c.Summary}}})
+		llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: summaryQuestion}}, From: c.Request},
+		llm.Message{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentText, Text: c.Summary}}, From: c.Answer})
 	var keep []core.MessageWithParts
 	for _, m := range msgs {
 		if c.Keeps(m) {
@@ -138,60 +148,70 @@ func Convert(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]l
 			if m.Info.RunID == runID {
 				parent = m.Info.ID
 			}
-			out = appendUser(out, m.Parts)
+			out = appendUser(out, m)
 		case m.Info.Error.Ref() == core.RefStreamRetried:
 			// An assistant message whose stream broke and was retried is
 			// shown to people but not replayed to the model.
 		default:
-			out = appendAssistant(out, m.Parts)
+			out = appendAssistant(out, m)
 		}
 	}
 	return out, parent
 }
 
-// appendUser appends a user message: its text and attached files.
-func appendUser(out []llm.Message, parts []core.Part) []llm.Message {
+// appendUser appends a user message: its text (but ignored text, as
+// opencode leaves it out) and attached files. Each
+// turn and block names the record's message and part it came from (the
+// message copied: a kept view must not hold the transcript's parts).
+func appendUser(out []llm.Message, m core.MessageWithParts) []llm.Message {
 	var c []llm.Content
-	for i, p := range parts {
+	for i, p := range m.Parts {
 		switch p.Type {
 		case core.PartText:
-			c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text})
+			if !p.Ignored {
+				c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
+			}
 		case core.PartFile:
-			if fc, ok := fileContent(parts, i); ok {
+			if fc, ok := fileContent(m.Parts, i); ok {
+				fc.PartID = p.ID
 				c = append(c, fc)
 			}
 		}
 	}
 	if len(c) > 0 {
-		out = append(out, llm.Message{Role: llm.RoleUser, Content: c})
+		info := m.Info
+		out = append(out, llm.Message{Role: llm.RoleUser, Content: c, From: &info})
 	}
 	return out
 }
 
 // appendAssistant appends an assistant message (text, signed reasoning,
 // tool calls) and the results of its calls as the user's next message.
-func appendAssistant(out []llm.Message, parts []core.Part) []llm.Message {
+func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 	var asst, results []llm.Content
-	for _, p := range parts {
+	for _, p := range m.Parts {
 		switch p.Type {
 		case core.PartText:
 			if p.Text != "" {
-				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text})
+				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
 			}
 		case core.PartReasoning:
 			if sig := reasoningSignature(p); sig != "" {
-				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig})
+				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig, PartID: p.ID})
 			}
 		case core.PartTool:
-			asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input})
-			results = append(results, toolResult(p))
+			asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input, PartID: p.ID})
+			r := toolResult(p)
+			r.PartID = p.ID
+			results = append(results, r)
 		}
 	}
+	info := m.Info
 	if len(asst) > 0 {
-		out = append(out, llm.Message{Role: llm.RoleAssistant, Content: asst})
+		out = append(out, llm.Message{Role: llm.RoleAssistant, Content: asst, From: &info})
 	}
 	if len(results) > 0 {
-		out = append(out, llm.Message{Role: llm.RoleUser, Content: results})
+		out = append(out, llm.Message{Role: llm.RoleUser, Content: results, From: &info})
 	}
 	return out
 }
