@@ -98,6 +98,25 @@ func (p Policy) HoldQueued(ctx context.Context, st store.Store, runs []core.Run)
 	})
 }
 
+// HoldRun pauses the queued run, taken over from a node that stopped
+// before starting it, when the policy holds its session, and reports
+// whether it did. st's context carries the claim's lease.
+func (p Policy) HoldRun(ctx context.Context, st store.Store, runID string) (bool, error) {
+	held := false
+	err := st.Tx(ctx, func(tx store.Tx) error {
+		held = false
+		run, err := tx.Run(ctx, runID)
+		if err != nil || run.State != core.RunQueued {
+			return err
+		}
+		if held, err = p.Hold(ctx, tx, &run); err != nil || !held {
+			return err
+		}
+		return write(ctx, tx, run)
+	})
+	return held, err
+}
+
 // Resume takes the session's paused run out of its pause: it goes on
 // waiting for an ask of it still unanswered, or recovers (a run that had
 // begun) or starts (one still queued). The caller then has the session
