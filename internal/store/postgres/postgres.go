@@ -61,7 +61,7 @@ type Store struct {
 	// is the condition under which a run may be claimed (lease.go);
 	// stopped, under which its previous owner stopped (liveness.go).
 	appPrefix, app, claimable, stopped string
-	channel                   string // LISTEN/NOTIFY channel of this database and schema
+	channel                            string // LISTEN/NOTIFY channel of this database and schema
 	// listening is closed once the listening connection, the node's
 	// presence, is first up.
 	listening  chan struct{}
