@@ -67,7 +67,9 @@ func ownerGone(prefix, me string, grace time.Duration) string {
 // before this process opened the store. A live node whose lease lapsed
 // (a pause, a slow network) did not stop: the run it was executing is
 // not a restart's. ttlParam is the placeholder of the claim's TTL: a
-// lease this process took expires at least that long after opened.
+// lease this process took expires at least that long after opened, as a
+// node claims and renews with one TTL (the engine's LeaseTTL); one the
+// earlier process took or renewed last expires sooner.
 func ownerStopped(prefix, me string, openedMS int64, grace time.Duration, ttlParam string) string {
 	absent := "false"
 	if grace >= 0 {
