@@ -18,7 +18,8 @@ import (
 // TestClusterKillPaused: on PostgreSQL, a session set to resume "paused"
 // whose node is killed (-9) mid tool call is taken over by another node
 // and held there — busy, phase paused, with the session's reason —
-// until POST /session/{id}/resume on that node, after which it completes.
+// until POST /session/{id}/resume on that node, after which it completes;
+// another held beside it ends interrupted (aborted) on an abort.
 // A session without the setting, cut off beside it on a cluster that is
 // not paused, is resumed by the other node on its own as before.
 func TestClusterKillPaused(t *testing.T) {
@@ -38,16 +39,18 @@ func TestClusterKillPaused(t *testing.T) {
 		return resp.StatusCode, string(out)
 	}
 	var sids []string
-	for range 2 {
+	for range 3 {
 		s, err := a.CreateSession(ctx, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		sids = append(sids, s.ID)
 	}
-	held, free := sids[0], sids[1]
-	if code, body := call(cl.srvs[0].url, "PATCH", "/session/"+held, `{"resume":"paused"}`); code != 200 {
-		t.Fatalf("PATCH resume paused: %d %s", code, body)
+	held, free, aborted := sids[0], sids[1], sids[2]
+	for _, sid := range []string{held, aborted} {
+		if code, body := call(cl.srvs[0].url, "PATCH", "/session/"+sid, `{"resume":"paused"}`); code != 200 {
+			t.Fatalf("PATCH resume paused: %d %s", code, body)
+		}
 	}
 	for i, sid := range sids {
 		tool := `tool:bash:{"command":"echo started` + string(rune('0'+i)) + ` >> counter.txt; sleep 120"}`
@@ -57,15 +60,15 @@ func TestClusterKillPaused(t *testing.T) {
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		got, _ := os.ReadFile(filepath.Join(cl.dir, "ws", "counter.txt"))
-		if strings.Contains(string(got), "started0") && strings.Contains(string(got), "started1") {
+		if strings.Count(string(got), "started") == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the tools did not start")
 		}
 	}
-	if n := leases(t, cl.srvs[0].url); n != 2 {
-		t.Fatalf("node 0 holds %d runs, want both", n)
+	if n := leases(t, cl.srvs[0].url); n != 3 {
+		t.Fatalf("node 0 holds %d runs, want all 3", n)
 	}
 	cl.srvs[0].kill()
 
@@ -89,6 +92,13 @@ func TestClusterKillPaused(t *testing.T) {
 	}
 	if n := leases(t, cl.srvs[1].url); n != 0 {
 		t.Errorf("node 1 holds %d leases while the run is paused", n)
+	}
+	waitStatus(t, b, aborted, func(st core.SessionStatus) bool { return st.Phase == core.PhasePaused })
+	if code, body := call(cl.srvs[1].url, "POST", "/session/"+aborted+"/abort", ""); code != 200 {
+		t.Fatalf("abort on node 1: %d %s", code, body)
+	}
+	if st, err := b.Status(ctx, aborted); err != nil || st.Type != core.StatusIdle || st.Last == nil || st.Last.Reason != core.ReasonAborted {
+		t.Errorf("the held session aborted: %+v %v", st, err)
 	}
 	if code, body := call(cl.srvs[1].url, "POST", "/session/"+held+"/resume", ""); code != 200 {
 		t.Fatalf("resume on node 1: %d %s", code, body)
