@@ -7,6 +7,12 @@
 // over — with the reason as the status's message; nothing of it executes,
 // and its asks' timeouts do not run, until POST /session/{id}/resume
 // continues it. An abort ends it as it ends a queued run.
+//
+// On PostgreSQL the node that takes over a run whose node stopped (killed,
+// shut down, or an earlier process of the same node: store.Claim.Stopped)
+// applies its own policy the same way, the session's setting first, and
+// parks the run's lease until a resume on any node; a run taken over
+// because a live node's lease lapsed is not a restart's and goes on.
 package pause
 
 import (
