@@ -122,7 +122,7 @@ func TestLoginListedAtOnce(t *testing.T) {
 // (source "api", as opencode says of a stored key) and a model naming it
 // resolves to a client that sends the stored key; DELETE /auth/openai
 // takes it out of the list and a model naming it is refused again with
-// how to enable it. A restarted node lists it from the stored key alone.
+// how to enable it. opencode 2's GET /api/provider says the same. A restarted node lists it from the stored key alone.
 func TestStoredKeyEnablesStockProvider(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	f, err := config.Parse([]byte(`{}`))
@@ -143,6 +143,9 @@ func TestStoredKeyEnablesStockProvider(t *testing.T) {
 		on := strings.Contains(","+strings.Join(connected, ",")+",", ",openai,")
 		if _, inConfig := ms["openai"]; inConfig != on {
 			t.Errorf("GET /provider (connected %v) and /config/providers (%v) disagree", connected, ms)
+		}
+		if _, b := n.raw("GET", "/api/provider", ""); strings.Contains(string(b), `"id":"openai"`) != on {
+			t.Errorf("opencode 2's GET /api/provider disagrees (openai listed: %v): %.300s", on, b)
 		}
 		return on, source["openai"]
 	}

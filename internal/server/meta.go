@@ -212,6 +212,10 @@ func (s *Server) catalog() Catalog {
 	return c
 }
 
+// Providers is the providers' list as it is now (LiveProviders, else the
+// Catalog's), for another API mounted beside this one.
+func (s *Server) Providers() []Provider { return s.catalog().Providers }
+
 func (s *Server) configProviders(w http.ResponseWriter, r *http.Request) *apiError {
 	c := s.catalog()
 	writeJSON(w, http.StatusOK, configProvidersJSON{Providers: c.providersJSON(), Default: c.defaults()})
