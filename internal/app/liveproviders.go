@@ -49,6 +49,8 @@ type overlay struct {
 // plugins' auth and provider hooks and the stored credentials, and
 // follows the store from then on (stop ends that).
 func startProviders(ctx context.Context, h *plugin.Host, cfg *Config) *liveProviders {
+	// Opened here when nothing did yet; mountV2 logs a store that cannot be.
+	_, _ = cfg.credentialKeys()
 	l := &liveProviders{h: h, reg: cfg.Models, creds: cfg.Credentials, dir: cfg.Directory, log: cfg.Logger,
 		base: append([]server.Provider{}, cfg.Catalog.Providers...), configured: map[string]bool{},
 		overlay: map[string]overlay{}, keyed: map[string]bool{}}
