@@ -61,9 +61,12 @@ type Config struct {
 	Directory string
 	// Catalog is what the server tells clients about its models and
 	// agents; Commands resolve a directory's commands.
-	Catalog  server.Catalog
-	Commands *command.Catalog
-	Files    Files
+	Catalog server.Catalog
+	// LiveProviders, when set, gives the providers at each request in
+	// place of Catalog.Providers (the logins clients store).
+	LiveProviders func() []server.Provider
+	Commands      *command.Catalog
+	Files         Files
 	// Skills resolve a directory's skills (nil: none).
 	Skills *skill.Catalog
 	// Credentials stores the keys of API-key integrations (nil: none can

@@ -205,10 +205,18 @@ func modelsOf(p server.Provider) []modelJSON {
 	return out
 }
 
+// providers is the providers' list as it is now.
+func (a *API) providers() []server.Provider {
+	if a.cfg.LiveProviders != nil {
+		return a.cfg.LiveProviders()
+	}
+	return a.cfg.Catalog.Providers
+}
+
 func (a *API) listModels(w http.ResponseWriter, r *http.Request) *apiError {
 	return a.located(w, r, func(string) any {
 		out := []modelJSON{}
-		for _, p := range a.cfg.Catalog.Providers {
+		for _, p := range a.providers() {
 			out = append(out, modelsOf(p)...)
 		}
 		return out
@@ -246,7 +254,7 @@ func providerOf(p server.Provider) providerJSON {
 func (a *API) listProviders(w http.ResponseWriter, r *http.Request) *apiError {
 	return a.located(w, r, func(string) any {
 		out := []providerJSON{}
-		for _, p := range a.cfg.Catalog.Providers {
+		for _, p := range a.providers() {
 			out = append(out, providerOf(p))
 		}
 		return out
@@ -255,7 +263,7 @@ func (a *API) listProviders(w http.ResponseWriter, r *http.Request) *apiError {
 
 func (a *API) getProvider(w http.ResponseWriter, r *http.Request) *apiError {
 	id := r.PathValue("providerID")
-	for _, p := range a.cfg.Catalog.Providers {
+	for _, p := range a.providers() {
 		if p.ID == id {
 			return a.located(w, r, func(string) any { return providerOf(p) })
 		}

@@ -25,7 +25,7 @@ import (
 func mountV2(api *server.Server, st *store.Watched, eng *engine.Engine, hub *events.Hub, cfg Config, commands *command.Catalog, skills *skill.Catalog,
 	terms pty.Service, hooks *webhook.Service, keys *access.Keys) {
 	v2cfg := apiv2.Config{
-		Version: cfg.Version, Directory: cfg.Directory, Catalog: *cfg.Catalog, Commands: commands, Skills: skills,
+		Version: cfg.Version, Directory: cfg.Directory, Catalog: *cfg.Catalog, LiveProviders: api.Providers, Commands: commands, Skills: skills,
 		Files: api.Files(), Heartbeat: cfg.Heartbeat, Unhealthy: st.Lost, Logger: cfg.Logger, Terminals: terms, Keys: keys,
 		Callbacks: callbacksOf(hooks),
 	}

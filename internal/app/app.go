@@ -161,6 +161,7 @@ type App struct {
 	reaper  *builtin.Reaper
 	mcp     *mcp.Manager
 	plugins *plugin.Host
+	live    *liveProviders
 	terms   *terminals
 	hooks   *webhook.Service
 	http    *http.Server
@@ -342,7 +343,8 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}
 	// The plugins' client needs the address before the providers' set-up.
 	serverURL.Store((&App{cfg: cfg, ln: ln}).URL())
-	pluginProviders(ctx, plugins, &cfg)
+	live := startProviders(ctx, plugins, &cfg)
+	cfg.Catalog.Providers = live.Providers()
 	terms := startTerminals(ctx, cfg, sb, hub)
 	sched := schedule.New(st, eng, cfg.Schedules, cfg.Logger, cfg.Version)
 	api := server.New(st, eng, hub, server.Config{
@@ -352,7 +354,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		Commands: commands, MCP: mcps, MCPAdd: cfg.MCPAdd, Metrics: met.Handler(), Tracer: cfg.Tracer, BodyTimeout: cfg.BodyTimeout,
 		Unhealthy: st.Lost, Terminals: terminalService(terms), CommandHook: commandHook(plugins), ObserveRequest: met.Request,
 		Skills: skills, Worktrees: &worktree.Manager{Root: worktreeDir(cfg)}, Callbacks: callbacksOf(hooks), Keys: keys,
-		Schedules: sched, ProviderAuth: providerAuth(plugins),
+		Schedules: sched, ProviderAuth: providerAuth(plugins), LiveProviders: live.Providers,
 	})
 	mountV2(api, st, eng, hub, cfg, commands, skills, terminalService(terms), hooks, keys)
 	met.InitRoutes(api.Routes())
@@ -364,7 +366,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		cfg.MaxConns = n
 	}
 	ln = &capListener{Listener: ln, max: int64(cfg.MaxConns)}
-	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks, plugins: plugins,
+	a := &App{cfg: cfg, Store: st, Hub: hub, Engine: eng, API: api, Metrics: met, ln: ln, lock: lock, mcp: mcps, reaper: reaper, terms: terms, hooks: hooks, plugins: plugins, live: live,
 		Schedules: sched}
 	serverURL.Store(a.URL())
 	_ = lock.Describe(a.URL())
@@ -538,6 +540,7 @@ func (a *App) Stop(ctx context.Context) error {
 		a.Schedules.Stop()
 		a.hooks.Stop()
 		a.Engine.Stop()
+		a.live.Stop()
 		a.plugins.Stop()
 		a.mcp.Stop()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

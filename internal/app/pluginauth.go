@@ -1,9 +1,7 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
-	"sort"
 
 	"github.com/agentd/agentd/internal/credential"
 	"github.com/agentd/agentd/internal/plugin"
@@ -59,41 +57,4 @@ func providerAuth(h *plugin.Host) server.ProviderAuth {
 		return nil
 	}
 	return h
-}
-
-// pluginProviders sets the providers up as opencode does with its
-// plugins' auth and provider hooks (plugin.Host.SetUpProviders) and shows
-// what they changed in the providers' list. A plugin that fails here is
-// logged; the providers stay as configured.
-func pluginProviders(ctx context.Context, h *plugin.Host, cfg *Config) {
-	if h == nil {
-		return
-	}
-	got, err := h.SetUpProviders(ctx, cfg.Directory, cfg.Models)
-	if err != nil {
-		cfg.Logger.Error("plugins: provider set-up", "err", err)
-	}
-	for _, pm := range got {
-		i := -1
-		for j, p := range cfg.Catalog.Providers {
-			if p.ID == pm.ID {
-				i = j
-			}
-		}
-		if i < 0 {
-			cfg.Catalog.Providers = append(cfg.Catalog.Providers, server.Provider{ID: pm.ID, Name: pm.ID, Source: "custom"})
-			i = len(cfg.Catalog.Providers) - 1
-		}
-		p := &cfg.Catalog.Providers[i]
-		for _, m := range pm.Models {
-			known := false
-			for _, have := range p.Models {
-				known = known || have.ID == m.ID
-			}
-			if !known {
-				p.Models = append(p.Models, server.Model{ID: m.ID, Name: m.Name, Context: m.Context, Output: m.Output})
-			}
-		}
-		sort.Slice(p.Models, func(a, b int) bool { return p.Models[a].ID < p.Models[b].ID })
-	}
 }

@@ -40,3 +40,14 @@ func (k *keyed) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 	k.mu.Unlock()
 	return p.Stream(ctx, req, emit)
 }
+
+// StoredKeyProvider is a stock provider (StockKind) that only a key a
+// client stored enables: built as s says, with the key keys gives at
+// each request.
+func StoredKeyProvider(id string, keys func(string) string, s llm.Setup) llm.Provider {
+	return &keyed{id: id, keys: keys, missing: s.Missing, build: func(key string) llm.Provider {
+		c := s.Conn
+		c.APIKey = key
+		return s.Build(c)
+	}}
+}

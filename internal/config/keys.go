@@ -59,7 +59,7 @@ func (f File) unconfigured(reg *llm.Registry) {
 		if _, ok := have[k.Stock]; ok || k.Stock == "" || k.KeyEnv == "" {
 			continue
 		}
-		fix := fmt.Sprintf("set %s (its API key), or add a provider.%s block with options.apiKey to agentd.json", k.KeyEnv, k.Stock)
+		fix := fmt.Sprintf("set %s (its API key), add a provider.%s block with options.apiKey to agentd.json, or store a key with PUT /auth/%s", k.KeyEnv, k.Stock, k.Stock)
 		reg.Unconfigured(k.Stock, fix)
 		reg.SetSetup(k.Stock, llm.Setup{Build: k.New, Missing: fix})
 	}

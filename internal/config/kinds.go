@@ -92,3 +92,14 @@ func stock() map[string]Provider {
 	}
 	return out
 }
+
+// StockKind is the kind whose stock provider is id; false when id is
+// none's.
+func StockKind(id string) (Kind, bool) {
+	for _, k := range Kinds {
+		if k.Stock != "" && k.Stock == id {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}

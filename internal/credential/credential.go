@@ -62,6 +62,66 @@ type Store struct {
 	path string
 	mu   sync.Mutex
 	m    map[string]Entry
+
+	watchMu  sync.Mutex
+	watchers map[int]func(Change)
+	watchSeq int
+}
+
+// Change is a provider's credential changing kind: Was and Now are the
+// entry's type before and after ("" for none). A refreshed token or a
+// renamed key is not a change.
+type Change struct {
+	ID, Was, Now string
+}
+
+// Watch calls fn after each change of a provider's kind of credential
+// (a login, a key stored or forgotten), in the goroutine that made it,
+// once the file holds it: a server that lists providers follows the
+// store with it. The returned func stops the calls.
+func (s *Store) Watch(fn func(Change)) (stop func()) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.watchers == nil {
+		s.watchers = map[int]func(Change){}
+	}
+	s.watchSeq++
+	n := s.watchSeq
+	s.watchers[n] = fn
+	return func() {
+		s.watchMu.Lock()
+		delete(s.watchers, n)
+		s.watchMu.Unlock()
+	}
+}
+
+// notify tells the watchers of the kinds that changed between was and now.
+func (s *Store) notify(was, now map[string]Entry) {
+	var changes []Change
+	for id, e := range now {
+		if was[id].Type != e.Type {
+			changes = append(changes, Change{ID: id, Was: was[id].Type, Now: e.Type})
+		}
+	}
+	for id, e := range was {
+		if _, ok := now[id]; !ok {
+			changes = append(changes, Change{ID: id, Was: e.Type})
+		}
+	}
+	if len(changes) == 0 {
+		return
+	}
+	s.watchMu.Lock()
+	fns := make([]func(Change), 0, len(s.watchers))
+	for _, fn := range s.watchers {
+		fns = append(fns, fn)
+	}
+	s.watchMu.Unlock()
+	for _, c := range changes {
+		for _, fn := range fns {
+			fn(c)
+		}
+	}
 }
 
 // Open reads the credential file at path (none yet is an empty store) and
@@ -205,23 +265,35 @@ func (s *Store) Remove(id string) (bool, error) {
 // disagree.
 func (s *Store) change(fn func(map[string]Entry) bool) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	was, err := s.changeLocked(fn)
+	now := s.m
+	s.mu.Unlock()
+	if err == nil && was != nil {
+		s.notify(was, now)
+	}
+	return err
+}
+
+// changeLocked is change under the lock: it returns the entries before
+// the change (nil when nothing changed).
+func (s *Store) changeLocked(fn func(map[string]Entry) bool) (map[string]Entry, error) {
 	next := make(map[string]Entry, len(s.m)+1)
 	for k, v := range s.m {
 		next[k] = v
 	}
 	if !fn(next) {
-		return nil
+		return nil, nil
 	}
 	b, err := json.MarshalIndent(next, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := writeAtomic(s.path, b); err != nil {
-		return fmt.Errorf("write credentials %s: %w", s.path, err)
+		return nil, fmt.Errorf("write credentials %s: %w", s.path, err)
 	}
+	was := s.m
 	s.m = next
-	return nil
+	return was, nil
 }
 
 // writeAtomic replaces path with data, mode 0600, all or nothing.

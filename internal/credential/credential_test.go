@@ -151,3 +151,43 @@ func TestStoreKeepsLogins(t *testing.T) {
 		t.Errorf("a login printed its tokens: %s", s)
 	}
 }
+
+// TestWatchSeesKinds: a watcher hears of a provider's credential changing
+// kind (stored, replaced by another kind, forgotten) once the file holds
+// it, and not of a refreshed token or a renamed key; stopped, it hears
+// nothing more.
+func TestWatchSeesKinds(t *testing.T) {
+	t.Parallel()
+	s, err := Open(filepath.Join(t.TempDir(), "c.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	stop := s.Watch(func(c Change) {
+		if _, ok := s.Get(c.ID); ok != (c.Now != "") {
+			t.Errorf("%v heard before the store holds it", c)
+		}
+		got = append(got, fmt.Sprintf("%s:%s>%s", c.ID, c.Was, c.Now))
+	})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Set("openai", "sk-1", "a"))
+	must(s.Set("openai", "sk-2", "a")) // the same kind
+	_, err = s.Label("openai", "b")
+	must(err)
+	must(s.Put("openai", Entry{Type: "oauth", Access: "x", Refresh: "r"}))
+	must(s.Put("openai", Entry{Type: "oauth", Access: "y", Refresh: "r"})) // a refresh
+	_, err = s.Remove("openai")
+	must(err)
+	_, err = s.Remove("openai") // none left
+	must(err)
+	stop()
+	must(s.Set("anthropic", "sk", ""))
+	if want := "openai:>api openai:api>oauth openai:oauth>"; strings.Join(got, " ") != want {
+		t.Errorf("heard %q, want %q", strings.Join(got, " "), want)
+	}
+}

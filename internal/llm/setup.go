@@ -94,3 +94,24 @@ func (r *Registry) AddModels(id string, add map[string]Model) bool {
 	r.providers[id] = reg
 	return true
 }
+
+// Disable takes provider id out (the stored key that alone enabled it
+// was forgotten): a model that names it is refused with fix again. Its
+// setup is kept, so that a new key can enable it again.
+func (r *Registry) Disable(id, fix string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.providers, id)
+	if r.unconfigured == nil {
+		r.unconfigured = map[string]string{}
+	}
+	r.unconfigured[id] = fix
+}
+
+// IsUnconfigured reports whether provider id is known but not enabled.
+func (r *Registry) IsUnconfigured(id string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.unconfigured[id]
+	return ok
+}

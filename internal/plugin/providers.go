@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 
 	"github.com/agentd/agentd/internal/llm"
@@ -14,6 +15,8 @@ import (
 type ProviderModels struct {
 	ID      string
 	Enabled bool
+	// Loader says that a plugin's auth loader serves the provider.
+	Loader bool
 	// Models is nil when no provider hook named the provider.
 	Models []ModelInfo
 }
@@ -54,11 +57,11 @@ func (h *Host) SetUpProviders(ctx context.Context, dir string, reg *llm.Registry
 			configured = p != nil
 			return &authProvider{h: h, id: id, dir: dir, setup: setup, base: p, reg: reg}, models
 		})
+		pm := ProviderModels{ID: id, Loader: true}
 		if c := h.credentials(); !configured && c != nil {
-			if _, stored := c.Auth(id); stored {
-				out = append(out, ProviderModels{ID: id, Enabled: true})
-			}
+			_, pm.Enabled = c.Auth(id)
 		}
+		out = append(out, pm)
 	}
 	// After the logins, so that a stock provider a login enables is known.
 	for _, id := range info.Providers {
@@ -71,6 +74,45 @@ func (h *Host) SetUpProviders(ctx context.Context, dir string, reg *llm.Registry
 		}
 	}
 	return out, nil
+}
+
+// ServedByLoader reports whether p is a provider that a plugin's auth
+// loader serves (SetUpProviders put it in front).
+func ServedByLoader(p llm.Provider) bool {
+	_, ok := p.(*authProvider)
+	return ok
+}
+
+// LoginOnly reports whether p is a provider that only a plugin's login
+// enables: a loader's provider that nothing configures.
+func LoginOnly(p llm.Provider) bool {
+	ap, ok := p.(*authProvider)
+	return ok && ap.base == nil
+}
+
+// RefreshProvider does again for provider id, whose stored credential
+// changed kind, what SetUpProviders did for it at start with the plugins
+// of dir: whether a stored login enables it (a loader's provider that
+// nothing else configures) and the models its provider hooks return with
+// the credential as it is now. The loader itself runs at the provider's
+// next call, as always. Models is nil when no provider hook names it.
+func (h *Host) RefreshProvider(ctx context.Context, dir, id string, reg *llm.Registry) (ProviderModels, error) {
+	out := ProviderModels{ID: id}
+	info, err := h.DescribeAuth(ctx, dir)
+	if err != nil {
+		return out, err
+	}
+	p, _, _ := reg.Lookup(id)
+	if ap, ok := p.(*authProvider); ok && info.Auth[id].Loader {
+		out.Loader = true
+		if c := h.credentials(); ap.base == nil && c != nil {
+			_, out.Enabled = c.Auth(id)
+		}
+	}
+	if slices.Contains(info.Providers, id) {
+		out.Models, err = h.providerModels(ctx, dir, id, reg)
+	}
+	return out, err
 }
 
 // providerModels calls the provider hooks for provider id and registers

@@ -203,17 +203,32 @@ func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
+// catalog is the Catalog with the providers as they are now.
+func (s *Server) catalog() Catalog {
+	c := s.cfg.Catalog
+	if s.cfg.LiveProviders != nil {
+		c.Providers = s.cfg.LiveProviders()
+	}
+	return c
+}
+
+// Providers is the providers' list as it is now (LiveProviders, else the
+// Catalog's), for another API mounted beside this one.
+func (s *Server) Providers() []Provider { return s.catalog().Providers }
+
 func (s *Server) configProviders(w http.ResponseWriter, r *http.Request) *apiError {
-	writeJSON(w, http.StatusOK, configProvidersJSON{Providers: s.cfg.Catalog.providersJSON(), Default: s.cfg.Catalog.defaults()})
+	c := s.catalog()
+	writeJSON(w, http.StatusOK, configProvidersJSON{Providers: c.providersJSON(), Default: c.defaults()})
 	return nil
 }
 
 func (s *Server) listProviders(w http.ResponseWriter, r *http.Request) *apiError {
+	c := s.catalog()
 	connected := []string{}
-	for _, p := range s.cfg.Catalog.Providers {
+	for _, p := range c.Providers {
 		connected = append(connected, p.ID)
 	}
-	writeJSON(w, http.StatusOK, providerListJSON{All: s.cfg.Catalog.providersJSON(), Default: s.cfg.Catalog.defaults(), Connected: connected})
+	writeJSON(w, http.StatusOK, providerListJSON{All: c.providersJSON(), Default: c.defaults(), Connected: connected})
 	return nil
 }
 

@@ -53,6 +53,10 @@ type Config struct {
 	Logger     *slog.Logger
 	// Catalog and Paths feed opencode's discovery routes.
 	Catalog Catalog
+	// LiveProviders, when set, gives the providers' list at each request
+	// in place of Catalog.Providers: it follows the logins and keys
+	// clients store while the server runs.
+	LiveProviders func() []Provider
 	// ProviderAuth serves the providers' logins plugins offer (nil: none).
 	ProviderAuth ProviderAuth
 	Paths        Paths
