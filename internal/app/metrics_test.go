@@ -138,7 +138,16 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	}
 	n.waitIdle(asking)
 
-	fams = n.scrape()
+	// The abort answers, and the session reads idle, once the store holds
+	// the run ended; the node counts and logs an end just after its
+	// commit, so the scrape waits for the count rather than racing it.
+	deadline := time.Now().Add(10 * time.Second)
+	for fams = n.scrape(); time.Now().Before(deadline); fams = n.scrape() {
+		if v, _ := value(fams, "agentd_runs_ended_total", nil); v >= 5 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
@@ -198,10 +207,8 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 
 	// One log line per run end, with what an operator looks for.
 	var ended []map[string]any
-	for _, l := range logs.lines() {
-		if l["msg"] == "run ended" {
-			ended = append(ended, l)
-		}
+	for ended = runEndLines(logs); len(ended) < 5 && time.Now().Before(deadline); ended = runEndLines(logs) {
+		time.Sleep(10 * time.Millisecond) // logged just after it is counted
 	}
 	if len(ended) != 5 {
 		t.Fatalf("run-end log lines = %d, want 5", len(ended))
@@ -218,6 +225,16 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	if outcomes["succeeded/"] != 3 || outcomes["failed/retries_exhausted"] != 1 || outcomes["interrupted/aborted"] != 1 {
 		t.Errorf("run-end outcomes = %v", outcomes)
 	}
+}
+
+func runEndLines(logs *syncBuffer) []map[string]any {
+	var ended []map[string]any
+	for _, l := range logs.lines() {
+		if l["msg"] == "run ended" {
+			ended = append(ended, l)
+		}
+	}
+	return ended
 }
 
 // TestMetricsCountRecovery restarts a node while a run executes: the new
