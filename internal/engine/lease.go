@@ -54,6 +54,12 @@ func (e *Engine) claim(run core.Run) (*store.Lease, claimResult, error) {
 	lease := &c.Lease
 	lease.Lost = func() { e.fence(run.ID) }
 	ctx = store.WithLease(ctx, lease)
+	held := false // for an explicit resume: its node stopped (package pause)
+	if c.Stopped && c.Run.State == core.RunQueued {
+		if held, err = e.cfg.Pause.HoldRun(ctx, e.st, run.ID); err != nil {
+			return nil, claimTaken, fmt.Errorf("hold run %s: %w", run.ID, err)
+		}
+	}
 	if c.Prior != store.PriorNone && c.Run.State != core.RunQueued {
 		// Taken over from a node that died, hung or shut down: the same
 		// repair as after a restart. A clean shutdown does not count
@@ -66,9 +72,10 @@ func (e *Engine) claim(run core.Run) (*store.Lease, claimResult, error) {
 			if err != nil || core.TerminalState(cur.State) {
 				return err
 			}
-			action, err = e.repair(ctx, tx, cur, c.Prior == store.PriorExpired, &ends)
+			action, err = e.repair(ctx, tx, cur, c.Prior == store.PriorExpired, c.Stopped, &ends)
 			return err
 		})
+		held = action == string(core.PhasePaused)
 		if err != nil {
 			return nil, claimTaken, fmt.Errorf("take over run %s: %w", run.ID, err)
 		}
@@ -96,6 +103,9 @@ func (e *Engine) claim(run core.Run) (*store.Lease, claimResult, error) {
 		e.ended(ends)
 		e.runEnded(run.ID)
 		return nil, claimEnded, nil
+	}
+	if held { // nobody holds it until POST /session/{id}/resume
+		return nil, claimTaken, e.cfg.Leaser.Park(ctx, *lease)
 	}
 	e.mu.Lock()
 	e.leases[run.ID] = &leaseState{lease: lease, until: deadline}

@@ -49,7 +49,7 @@ func (e *Engine) recover(ctx context.Context) ([]string, error) {
 		err := e.st.Tx(ctx, func(tx store.Tx) error {
 			ends, actions = ends[:0], actions[:0]
 			for _, run := range chunk {
-				action, err := e.repair(ctx, tx, run, true, &ends)
+				action, err := e.repair(ctx, tx, run, true, true, &ends)
 				if err != nil {
 					return fmt.Errorf("repair run %s: %w", run.ID, err)
 				}
@@ -114,7 +114,9 @@ func (e *Engine) logRecovered(byAction map[string][]string) {
 // crash-loop budget; a run released by a clean shutdown is not counted.
 // action says what became of the run: resumed, waiting_permission,
 // paused (package pause), interrupted (resuming is off) or failed (crash loop).
-func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed bool, ends *ends) (action string, err error) {
+// hold applies the pause policy: the run was cut off by a restart or its
+// node's stop, not taken over from a live node whose lease lapsed.
+func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed, hold bool, ends *ends) (action string, err error) {
 	toolErr, msgErr := "interrupted by server restart; outcome unknown", "cut off by a server restart"
 	if e.cfg.Leaser != nil {
 		toolErr, msgErr = "interrupted: the node running it stopped; outcome unknown", "cut off: the node running it stopped"
@@ -135,7 +137,7 @@ func (e *Engine) repair(ctx context.Context, tx store.Tx, run core.Run, crashed 
 	if err := run.Apply(core.OnResume); err != nil {
 		return "", err
 	}
-	if e.cfg.Leaser == nil { // in a cluster, nodes take over a stopped node's runs
+	if hold {
 		if held, err := e.cfg.Pause.Hold(ctx, tx, &run); err != nil {
 			return "", err
 		} else if held {

@@ -7,6 +7,12 @@
 // over — with the reason as the status's message; nothing of it executes,
 // and its asks' timeouts do not run, until POST /session/{id}/resume
 // continues it. An abort ends it as it ends a queued run.
+//
+// On PostgreSQL the node that takes over a run whose node stopped (killed,
+// shut down, or an earlier process of the same node: store.Claim.Stopped)
+// applies its own policy the same way, the session's setting first, and
+// parks the run's lease until a resume on any node; a run taken over
+// because a live node's lease lapsed is not a restart's and goes on.
 package pause
 
 import (
@@ -96,6 +102,25 @@ func (p Policy) HoldQueued(ctx context.Context, st store.Store, runs []core.Run)
 		}
 		return nil
 	})
+}
+
+// HoldRun pauses the queued run, taken over from a node that stopped
+// before starting it, when the policy holds its session, and reports
+// whether it did. st's context carries the claim's lease.
+func (p Policy) HoldRun(ctx context.Context, st store.Store, runID string) (bool, error) {
+	held := false
+	err := st.Tx(ctx, func(tx store.Tx) error {
+		held = false
+		run, err := tx.Run(ctx, runID)
+		if err != nil || run.State != core.RunQueued {
+			return err
+		}
+		if held, err = p.Hold(ctx, tx, &run); err != nil || !held {
+			return err
+		}
+		return write(ctx, tx, run)
+	})
+	return held, err
 }
 
 // Resume takes the session's paused run out of its pause: it goes on

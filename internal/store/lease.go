@@ -64,6 +64,11 @@ type Claim struct {
 	// AbortReason is set when a client asked for the run to end before
 	// this node claimed it.
 	AbortReason core.EndReason
+	// Stopped says that the previous owner stopped: it shut down, is no
+	// longer connected, or was an earlier process of this node. It is
+	// false for a lease that merely lapsed while its node lives on, and
+	// for a run parked paused (Park): the run was not cut off by a restart.
+	Stopped bool
 }
 
 // Renewal is the answer to a renewal of a node's leases.
@@ -97,6 +102,10 @@ type Leaser interface {
 	// Release gives up this node's leases at once (a clean shutdown), so
 	// that another node continues the runs without waiting for expiry.
 	Release(ctx context.Context, leases []Lease) error
+	// Park gives up this node's lease of a run it holds paused for an
+	// explicit resume (package pause): nobody claims the run while it
+	// stays paused, and the claim after the resume is not Stopped.
+	Park(ctx context.Context, l Lease) error
 	// RequestAbort records that the run must end interrupted with reason
 	// and wakes its owner.
 	RequestAbort(ctx context.Context, runID string, reason core.EndReason) error

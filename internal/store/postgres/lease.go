@@ -21,12 +21,12 @@ func (s *Store) Claim(ctx context.Context, runID string, ttl time.Duration) (sto
 		oldEpoch, oldExp int64
 	)
 	err := s.db.QueryRowContext(ctx, `WITH c AS (
-			SELECT id, lease_epoch AS old_epoch, lease_expires_ms AS old_exp FROM runs
+			SELECT id, lease_epoch AS old_epoch, lease_expires_ms AS old_exp, `+s.stopped+` AS stopped FROM runs
 			WHERE id = $1 AND `+s.claimable+` FOR UPDATE SKIP LOCKED)
 		UPDATE runs r SET lease_owner = $2, lease_epoch = r.lease_epoch + 1, lease_expires_ms = `+nowMS+` + $3
 		FROM c WHERE r.id = c.id
-		RETURNING r.data, r.lease_epoch, c.old_epoch, c.old_exp, r.abort_reason`,
-		runID, s.node, ttl.Milliseconds()).Scan(&data, &c.Lease.Epoch, &oldEpoch, &oldExp, &c.AbortReason)
+		RETURNING r.data, r.lease_epoch, c.old_epoch, c.old_exp, c.stopped, r.abort_reason`,
+		runID, s.node, ttl.Milliseconds()).Scan(&data, &c.Lease.Epoch, &oldEpoch, &oldExp, &c.Stopped, &c.AbortReason)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, false, nil
 	}
@@ -51,9 +51,9 @@ func (s *Store) Claim(ctx context.Context, runID string, ttl time.Duration) (sto
 // Claimable implements store.Leaser.
 func (s *Store) Claimable(ctx context.Context, limit int) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT session_id FROM (
-			SELECT DISTINCT ON (session_id) session_id, created_ms, lease_epoch, lease_expires_ms, lease_owner, state FROM runs
+			SELECT DISTINCT ON (session_id) id, session_id, created_ms, lease_epoch, lease_expires_ms, lease_owner, state FROM runs
 			WHERE state IN ('queued', 'running', 'retrying') ORDER BY session_id, created_ms, id) oldest
-		WHERE `+s.claimable+`
+		WHERE `+s.claimable+` AND `+parkedPaused+`
 		ORDER BY created_ms LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list claimable runs: %w", storageError(err))
@@ -145,6 +145,26 @@ func (s *Store) Release(ctx context.Context, leases []store.Lease) error {
 	s.wake()
 	return nil
 }
+
+// Park implements store.Leaser: the lease is released with no owner, so
+// that the claim after a resume is not taken for a stopped node's, and
+// Claimable leaves the run out while it stays paused.
+func (s *Store) Park(ctx context.Context, l store.Lease) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE runs SET lease_owner = '', lease_expires_ms = 0
+		WHERE id = $1 AND lease_epoch = $2 AND lease_owner = $3`, l.RunID, l.Epoch, s.node)
+	if err != nil {
+		return fmt.Errorf("park run %s: %w", l.RunID, storageError(err))
+	}
+	return nil
+}
+
+// parkedPaused is Claimable's condition that leaves out a parked run (no
+// owner, once claimed) still paused; a parked run that a resume took out
+// of its pause is listed again, in case the node that resumed it stopped
+// before claiming it. Only a parked run's data is decoded.
+const parkedPaused = `CASE WHEN oldest.lease_owner = '' AND oldest.lease_epoch > 0
+	THEN (SELECT p.data::jsonb ->> 'phase' FROM runs p WHERE p.id = oldest.id) IS DISTINCT FROM 'paused'
+	ELSE true END`
 
 // RequestAbort implements store.Leaser. The request is durable (the owner
 // also finds it when it renews, and a node that claims the run later ends

@@ -58,6 +58,32 @@ func ownerGone(prefix, me string, grace time.Duration) string {
 		quote(prefix), quote(me), grace.Milliseconds())
 }
 
+// ownerStopped is the SQL condition, on a run's lease before a claim,
+// under which its owner stopped rather than merely let the lease lapse:
+// it released the lease in a shutdown, or it is no longer connected
+// (while this node's own connection is visible: a pooler that hides
+// application names must not make every owner look stopped), or it is an
+// earlier process of this node (same name), whose lease was last renewed
+// before this process opened the store. A live node whose lease lapsed
+// (a pause, a slow network) did not stop: the run it was executing is
+// not a restart's. ttlParam is the placeholder of the claim's TTL: a
+// lease this process took expires at least that long after opened, as a
+// node claims and renews with one TTL (the engine's LeaseTTL); one the
+// earlier process took or renewed last expires sooner.
+func ownerStopped(prefix, me string, openedMS int64, grace time.Duration, ttlParam string) string {
+	absent := "false"
+	if grace >= 0 {
+		absent = fmt.Sprintf(`(left(%[1]s || lease_owner, 63) NOT IN (
+			SELECT a.application_name FROM pg_stat_activity a WHERE a.datname = current_database()
+				AND a.application_name IS NOT NULL)
+		AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = current_database()
+			AND a.application_name = %[2]s))`, quote(prefix), quote(appName(prefix, me)))
+	}
+	return fmt.Sprintf(`(lease_epoch > 0 AND lease_owner <> '' AND (lease_expires_ms = 0
+		OR (lease_owner <> %[1]s AND %[2]s)
+		OR (lease_owner = %[1]s AND lease_expires_ms < %[3]d + %[4]s)))`, quote(me), absent, openedMS, ttlParam)
+}
+
 // quote makes s a SQL string literal.
 func quote(s string) string {
 	out := []byte{'\''}

@@ -58,9 +58,10 @@ type Store struct {
 	connCfg *pgx.ConnConfig
 	node    string
 	// appPrefix and app name this node's listening connection; claimable
-	// is the condition under which a run may be claimed (lease.go).
-	appPrefix, app, claimable string
-	channel                   string // LISTEN/NOTIFY channel of this database and schema
+	// is the condition under which a run may be claimed (lease.go);
+	// stopped, under which its previous owner stopped (liveness.go).
+	appPrefix, app, claimable, stopped string
+	channel                            string // LISTEN/NOTIFY channel of this database and schema
 	// listening is closed once the listening connection, the node's
 	// presence, is first up.
 	listening  chan struct{}
@@ -116,7 +117,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	var schema string
-	if err := db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+	var openedMS int64 // on the database's clock, as leases are
+	if err := db.QueryRowContext(ctx, `SELECT current_schema(), `+nowMS).Scan(&schema, &openedMS); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", storageError(err))
 	}
@@ -134,6 +136,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.app = appName(s.appPrefix, s.node)
 	s.claimable = `state IN ('queued', 'running', 'retrying') AND (lease_epoch = 0 OR lease_expires_ms <= ` + nowMS +
 		` OR ` + ownerGone(s.appPrefix, s.app, opts.PresenceGrace) + `)`
+	s.stopped = ownerStopped(s.appPrefix, s.node, openedMS, opts.PresenceGrace, "$3")
 	// This process's events carry its origin into the log, so that the
 	// tail can tell which of them it committed (Committed).
 	s.origin = core.NewID("origin", false)
@@ -463,7 +466,8 @@ var dialect = &sqlstore.Dialect{
 	},
 	// A run whose owner stopped renewing its lease is being recovered, by
 	// whichever node claims it first: it is busy, never idle, and says so.
-	RunData: `CASE WHEN lease_epoch > 0 AND lease_expires_ms <= ` + nowMS + ` AND state IN ('running', 'retrying')
+	// A run parked paused (no owner, Park) is not: it waits as it was written.
+	RunData: `CASE WHEN lease_epoch > 0 AND lease_owner <> '' AND lease_expires_ms <= ` + nowMS + ` AND state IN ('running', 'retrying')
 		THEN jsonb_set(jsonb_set(data::jsonb, '{phase}', '"recovering"'), '{state}', '"running"')::text ELSE data END`,
 	LastSeq: func(ctx context.Context, q sqlstore.Querier) (int64, error) {
 		var seq int64
