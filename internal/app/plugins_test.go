@@ -407,7 +407,8 @@ func publishedNode(t *testing.T, pkg string) (*node, string) {
 // each doing its job against the fake model: destructive-check turns a
 // destructive command the rules allow into a question (permission.ask,
 // which opencode never calls) and answers its status tool; prompt-recorder
-// writes the session's prompts to files from the events it receives;
+// writes the session's prompts to files from the events it receives (a
+// prompt without an answer: see there);
 // opencode-pty runs a program in a pseudo-terminal through its tools and
 // reads its output.
 func TestPublishedPlugins(t *testing.T) {
@@ -443,7 +444,20 @@ func TestPublishedPlugins(t *testing.T) {
 		t.Parallel()
 		n, ws := publishedNode(t, "opencode-prompt-recorder")
 		sid := n.session()
-		n.send(sid, "reply:recorded answer\nplease remember this prompt")
+		// The prompt is not answered: the plugin's event hooks run side by
+		// side (as opencode calls them), and an answer completed within a
+		// second of the prompt (the fake model's, under load) has its file
+		// written with the same name while the prompt's is being written,
+		// one overwriting the other. A real model takes longer than that.
+		resp, err := http.Post(n.app.URL()+"/session/"+sid+"/message", "application/json",
+			strings.NewReader(`{"noReply":true,"parts":[{"type":"text","text":"please remember this prompt"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+			t.Fatalf("the prompt: %d %s", resp.StatusCode, b)
+		}
+		resp.Body.Close()
 		found := ""
 		for deadline := time.Now().Add(20 * time.Second); found == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			_ = filepath.WalkDir(filepath.Join(ws, ".prompts"), func(p string, d os.DirEntry, err error) error {

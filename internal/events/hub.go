@@ -296,7 +296,11 @@ func (s *Subscription) Delivered(seq int64) {
 		return
 	}
 	s.delivered.Store(seq)
-	h := s.hub
+	s.hub.wakeSent()
+}
+
+// wakeSent wakes the WaitDelivered callers to look at the streams again.
+func (h *Hub) wakeSent() {
 	h.subMu.Lock()
 	ch := h.sent
 	h.sent = make(chan struct{})
@@ -304,9 +308,14 @@ func (s *Subscription) Delivered(seq int64) {
 	close(ch)
 }
 
-// WaitDelivered waits until every positioned stream has sent the log up to
-// seq, for at most max (a slow stream does not hold a caller longer), or
-// until ctx ends. It reports whether any stream is open.
+// WaitDelivered waits until every open stream has sent the log up to seq,
+// for at most max (a slow stream does not hold a caller longer), or until
+// ctx ends. It reports whether any stream is open. A stream still finding
+// its position (it subscribed, its first read is to come) is waited for
+// too: it was opened before the caller's events were all committed, and
+// may start before them (StreamOptions.LiveWindow); a client that opens
+// the stream and then sends a prompt expects the prompt's events there,
+// even when the prompt's request overtook the stream's.
 func (h *Hub) WaitDelivered(ctx context.Context, seq int64, max time.Duration) (streams bool) {
 	t := time.NewTimer(max)
 	defer t.Stop()
@@ -315,7 +324,7 @@ func (h *Hub) WaitDelivered(ctx context.Context, seq int64, max time.Duration) (
 		behind := false
 		for s := range h.subs {
 			streams = true
-			if d := s.delivered.Load(); d >= 0 && d < seq {
+			if s.delivered.Load() < seq {
 				behind = true
 				break
 			}
@@ -344,6 +353,8 @@ func (s *Subscription) Close() {
 		s.hub.subMu.Lock()
 		delete(s.hub.subs, s)
 		s.hub.subMu.Unlock()
+		// A caller of WaitDelivered no longer waits for it.
+		s.hub.wakeSent()
 	})
 }
 

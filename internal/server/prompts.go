@@ -151,9 +151,13 @@ func writeRunError(w http.ResponseWriter, e *core.Error) {
 
 // deliveryGrace bounds how long a blocking prompt waits for event streams
 // to send the run's last events; a slow stream does not hold it longer.
+// It is only paid for a stream that is behind: a stream that keeps up
+// sends in milliseconds, but on a loaded machine (two cores, the race
+// detector, other work) a stream's goroutine can wait longer than the
+// 250 ms this was, and opencode run --attach then prints nothing.
 // streamSettle is the moment they then get to be read.
 const (
-	deliveryGrace = 250 * time.Millisecond
+	deliveryGrace = time.Second
 	streamSettle  = 30 * time.Millisecond
 )
 
