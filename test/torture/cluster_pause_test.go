@@ -1,8 +1,6 @@
 package torture
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,15 +26,7 @@ func TestClusterKillPaused(t *testing.T) {
 	a, b := cl.clients[0], cl.clients[1]
 	call := func(url, method, path, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, url+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		return callAPI(t, method, url+path, body)
 	}
 	var sids []string
 	for range 3 {

@@ -23,15 +23,7 @@ func TestKillPaused(t *testing.T) {
 	ctx := t.Context()
 	call := func(method, path, body string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, srv.url+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return callAPI(t, method, srv.url+path, body)
 	}
 	var sids []string
 	for range 2 {
@@ -87,4 +79,18 @@ func TestKillPaused(t *testing.T) {
 	}
 	srv.stop()
 	checkStore(t, dbPath)
+}
+
+// callAPI sends a JSON request and returns the status and the body.
+func callAPI(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
