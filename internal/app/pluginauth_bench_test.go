@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,24 +65,7 @@ func BenchmarkPluginFetch(b *testing.B) {
 			if m, err := c.Send(context.Background(), s.ID, prompt); err != nil || !strings.HasPrefix(textOf(m), "word word") { // warm
 				b.Fatalf("warm-up: %v %q", err, textOf(m))
 			}
-			pid := 0
-			if h := a.PluginHost(); h != nil {
-				pid = h.Pid()
-			}
-			cpu0, host0 := selfCPU(), procCPU(pid)
-			var took []time.Duration
-			for b.Loop() {
-				t := time.Now()
-				if _, err := c.Send(context.Background(), s.ID, prompt); err != nil {
-					b.Fatal(err)
-				}
-				took = append(took, time.Since(t))
-			}
-			slices.Sort(took)
-			n := float64(len(took))
-			b.ReportMetric(float64(selfCPU()-cpu0)/n/1e6, "server-cpu-ms/turn")
-			b.ReportMetric(float64(procCPU(pid)-host0)/n/1e6, "host-cpu-ms/turn")
-			b.ReportMetric(float64(took[len(took)/2])/1e6, "p50-ms")
+			measureTurns(b, a, c, s.ID, prompt)
 		})
 	}
 }

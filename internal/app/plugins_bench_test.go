@@ -42,30 +42,38 @@ func BenchmarkPluginTurn(b *testing.B) {
 			if _, err := c.Send(context.Background(), s.ID, prompt); err != nil { // warm: the instance is made
 				b.Fatal(err)
 			}
-			pid := 0
-			if h := a.PluginHost(); h != nil {
-				pid = h.Pid()
-			}
-			cpu0, host0 := selfCPU(), procCPU(pid)
-			var took []time.Duration
-			for b.Loop() {
-				t := time.Now()
-				if _, err := c.Send(context.Background(), s.ID, prompt); err != nil {
-					b.Fatal(err)
-				}
-				took = append(took, time.Since(t))
-			}
-			slices.Sort(took)
-			n := float64(len(took))
-			b.ReportMetric(float64(selfCPU()-cpu0)/n/1e6, "server-cpu-ms/turn")
-			b.ReportMetric(float64(procCPU(pid)-host0)/n/1e6, "host-cpu-ms/turn")
-			b.ReportMetric(float64(took[len(took)/2])/1e6, "p50-ms")
+			pid := measureTurns(b, a, c, s.ID, prompt)
 			b.ReportMetric(float64(startup)/1e6, "startup-ms")
 			if pid != 0 {
 				b.ReportMetric(float64(rssKiB(pid))/1024, "host-rss-MiB")
 			}
 		})
 	}
+}
+
+// measureTurns sends prompt to the session once per iteration and reports
+// the server's and the plugin host's CPU per turn and the p50; it returns
+// the host's pid (0 without one).
+func measureTurns(b *testing.B, a *app.App, c *client.Client, sid string, prompt client.Prompt) int {
+	pid := 0
+	if h := a.PluginHost(); h != nil {
+		pid = h.Pid()
+	}
+	cpu0, host0 := selfCPU(), procCPU(pid)
+	var took []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		if _, err := c.Send(context.Background(), sid, prompt); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(t))
+	}
+	slices.Sort(took)
+	n := float64(len(took))
+	b.ReportMetric(float64(selfCPU()-cpu0)/n/1e6, "server-cpu-ms/turn")
+	b.ReportMetric(float64(procCPU(pid)-host0)/n/1e6, "host-cpu-ms/turn")
+	b.ReportMetric(float64(took[len(took)/2])/1e6, "p50-ms")
+	return pid
 }
 
 // selfCPU is this process's user and system CPU time.
