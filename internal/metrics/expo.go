@@ -37,6 +37,9 @@ type family struct {
 	name, help string
 	kind       kind
 	labels     []string
+	// order is the indexes of labels sorted by name, the order the text
+	// format writes and sorts series in.
+	order []int
 	// buckets are a histogram's upper bounds, ascending, without +Inf.
 	buckets []float64
 
@@ -54,7 +57,8 @@ type series struct {
 }
 
 func newFamily(name, help string, k kind, buckets []float64, labels ...string) *family {
-	return &family{name: name, help: help, kind: k, labels: labels, buckets: buckets, series: map[string]*series{}}
+	return &family{name: name, help: help, kind: k, labels: labels, order: labelOrder(labels), buckets: buckets,
+		series: map[string]*series{}}
 }
 
 // with returns the series of these label values (in the family's label
@@ -160,7 +164,7 @@ type Collector interface {
 
 // constFamily is a family read at scrape time: its samples are given.
 func constFamily(name, help string, k kind, labels []string, samples ...sample) snapshot {
-	return snapshot{f: &family{name: name, help: help, kind: k, labels: labels}, samples: samples}
+	return snapshot{f: &family{name: name, help: help, kind: k, labels: labels, order: labelOrder(labels)}, samples: samples}
 }
 
 // registry holds the node's families and the collectors read at scrape.
@@ -224,7 +228,7 @@ func (r *registry) gather() []snapshot {
 // sortSamples orders a family's series by their label values taken in
 // the order of the label names.
 func (s snapshot) sortSamples() {
-	order := labelOrder(s.f.labels)
+	order := s.f.order
 	slices.SortFunc(s.samples, func(a, b sample) int {
 		for _, i := range order {
 			if c := strings.Compare(a.values[i], b.values[i]); c != 0 {
@@ -287,7 +291,7 @@ func writeText(w *bufio.Writer, fams []snapshot) {
 		w.WriteString("# HELP " + f.name + " ")
 		writeEscaped(w, f.help, false)
 		w.WriteString("\n# TYPE " + f.name + " " + string(f.kind) + "\n")
-		order := labelOrder(f.labels)
+		order := f.order
 		for _, p := range s.samples {
 			switch f.kind {
 			case histogramKind:

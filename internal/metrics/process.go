@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -77,8 +78,10 @@ func goFamilies(ms *runtime.MemStats) []snapshot {
 }
 
 // gogcPercent is the GC's target percentage as the runtime read it from
-// GOGC (agentd never changes it): -1 for off.
-func gogcPercent() float64 {
+// GOGC (agentd never changes it, so it is read once): -1 for off.
+var gogcPercent = sync.OnceValue(readGOGC)
+
+func readGOGC() float64 {
 	switch v := os.Getenv("GOGC"); v {
 	case "":
 		return 100
@@ -157,8 +160,11 @@ func readStat() (procStat, bool) {
 	return st, true
 }
 
-// bootTime is the btime line of /proc/stat, in seconds since the epoch.
-func bootTime() float64 {
+// bootTime is the btime line of /proc/stat, in seconds since the epoch;
+// read once, as it cannot change while the process lives.
+var bootTime = sync.OnceValue(readBootTime)
+
+func readBootTime() float64 {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0

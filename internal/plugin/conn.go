@@ -61,10 +61,14 @@ func (c *conn) write(m any) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	return c.writeRaw(append(b, '\n'))
+}
+
+// writeRaw writes whole protocol lines, one writer at a time.
+func (c *conn) writeRaw(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, err = c.w.Write(b)
+	_, err := c.w.Write(b)
 	return err
 }
 
@@ -100,10 +104,7 @@ func (c *conn) call(ctx context.Context, method string, params, result any) erro
 	line = append(line, `,"params":`...)
 	line = append(line, p...)
 	line = append(line, "}\n"...)
-	c.wmu.Lock()
-	_, err = c.w.Write(line)
-	c.wmu.Unlock()
-	if err != nil {
+	if err := c.writeRaw(line); err != nil {
 		return fmt.Errorf("%w: %v", errHostGone, err)
 	}
 	select {

@@ -199,11 +199,3 @@ func (p *proc) eventsSeenFrom(params json.RawMessage, wake chan struct{}) {
 		signal(wake)
 	}
 }
-
-// writeRaw writes whole protocol lines.
-func (c *conn) writeRaw(b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.w.Write(b)
-	return err
-}

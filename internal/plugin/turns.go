@@ -59,7 +59,7 @@ func (h *Host) TextComplete(ctx context.Context, dir string, part core.Part, tex
 func (h *Host) AutoContinue(ctx context.Context, in StepInput) bool {
 	model := modelJSON(in.Model)
 	input := map[string]any{"sessionID": in.SessionID, "agent": in.Agent, "model": model,
-		"provider": map[string]any{"source": "config", "info": providerJSON(in.Model.ProviderID), "options": map[string]any{}},
+		"provider": map[string]any{"source": "config", "info": providerInfo(in.Model.ProviderID, nil), "options": map[string]any{}},
 		"message": map[string]any{"id": in.MessageID, "sessionID": in.SessionID, "role": "user", "agent": in.Agent,
 			"model": map[string]any{"providerID": in.Model.ProviderID, "modelID": in.Model.ModelID}},
 		"overflow": false}
@@ -75,13 +75,6 @@ func (h *Host) AutoContinue(ctx context.Context, in StepInput) bool {
 	return out.Enabled == nil || *out.Enabled
 }
 
-// providerJSON is a provider as opencode's ProviderV2 shows it, as far as
-// agentd knows it here: its id (the models are not listed).
-func providerJSON(id string) map[string]any {
-	return map[string]any{"id": id, "name": id, "source": "config", "env": []string{}, "options": map[string]any{},
-		"models": map[string]any{}}
-}
-
 // SmallModel implements Turns.
 func (h *Host) SmallModel(ctx context.Context, dir, provider string) *core.ModelRef {
 	var out struct {
@@ -90,7 +83,7 @@ func (h *Host) SmallModel(ctx context.Context, dir, provider string) *core.Model
 			ProviderID string `json:"providerID"`
 		} `json:"model"`
 	}
-	err := h.hook(ctx, dir, "", "experimental.provider.small_model", map[string]any{"provider": providerJSON(provider)},
+	err := h.hook(ctx, dir, "", "experimental.provider.small_model", map[string]any{"provider": providerInfo(provider, nil)},
 		map[string]any{"model": nil}, &out)
 	if err != nil {
 		h.log.Warn("the session's own model writes its title", "hook", "experimental.provider.small_model", "err", err)
