@@ -90,18 +90,22 @@ func (p Policy) HoldQueued(ctx context.Context, st store.Store, runs []core.Run)
 	}
 	return st.Tx(ctx, func(tx store.Tx) error {
 		for _, run := range runs {
-			held, err := p.Hold(ctx, tx, &run)
-			if err != nil {
+			if _, err := p.holdTx(ctx, tx, run); err != nil {
 				return err
-			}
-			if held {
-				if err := write(ctx, tx, run); err != nil {
-					return err
-				}
 			}
 		}
 		return nil
 	})
+}
+
+// holdTx pauses run in tx when the policy holds its session, and reports
+// whether it did.
+func (p Policy) holdTx(ctx context.Context, tx store.Tx, run core.Run) (bool, error) {
+	held, err := p.Hold(ctx, tx, &run)
+	if err != nil || !held {
+		return false, err
+	}
+	return true, write(ctx, tx, run)
 }
 
 // HoldRun pauses the queued run, taken over from a node that stopped
@@ -115,10 +119,8 @@ func (p Policy) HoldRun(ctx context.Context, st store.Store, runID string) (bool
 		if err != nil || run.State != core.RunQueued {
 			return err
 		}
-		if held, err = p.Hold(ctx, tx, &run); err != nil || !held {
-			return err
-		}
-		return write(ctx, tx, run)
+		held, err = p.holdTx(ctx, tx, run)
+		return err
 	})
 	return held, err
 }
