@@ -124,6 +124,11 @@ func (r *Registry) Resolve(ref core.ModelRef) (Provider, Model, error) {
 func (r *Registry) Unconfigured(providerID, fix string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.markUnconfigured(providerID, fix)
+}
+
+// markUnconfigured is Unconfigured with r.mu held.
+func (r *Registry) markUnconfigured(providerID, fix string) {
 	if r.unconfigured == nil {
 		r.unconfigured = map[string]string{}
 	}

@@ -102,16 +102,5 @@ func (r *Registry) Disable(id, fix string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.providers, id)
-	if r.unconfigured == nil {
-		r.unconfigured = map[string]string{}
-	}
-	r.unconfigured[id] = fix
-}
-
-// IsUnconfigured reports whether provider id is known but not enabled.
-func (r *Registry) IsUnconfigured(id string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	_, ok := r.unconfigured[id]
-	return ok
+	r.markUnconfigured(id, fix)
 }
