@@ -103,8 +103,9 @@ func (h *Host) DescribeAuth(ctx context.Context, dir string) (AuthInfo, error) {
 }
 
 // load runs the provider's loaders for the directory once per kind of
-// stored credential (see loadKey); a failed run is not kept.
-func (h *Host) load(ctx context.Context, dir, provider, kind string, info map[string]any) (*loaded, error) {
+// stored credential (see loadKey); a failed run is not kept. info, the
+// provider as the loaders get it, is built only when they run.
+func (h *Host) load(ctx context.Context, dir, provider, kind string, info func() map[string]any) (*loaded, error) {
 	p, err := h.current(ctx)
 	if err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func (h *Host) load(ctx context.Context, dir, provider, kind string, info map[st
 		l = &loaded{ready: make(chan struct{})}
 		h.auth.loaded[key] = l
 		h.auth.mu.Unlock()
-		l.err = h.call(context.WithoutCancel(ctx), dir, "auth.load", h.opts.Timeout, map[string]any{"provider": provider, "info": info}, l)
+		l.err = h.call(context.WithoutCancel(ctx), dir, "auth.load", h.opts.Timeout, map[string]any{"provider": provider, "info": info()}, l)
 		if l.err != nil {
 			h.auth.mu.Lock()
 			delete(h.auth.loaded, key)
@@ -323,8 +324,10 @@ func (a *authProvider) Stream(ctx context.Context, req llm.Request, emit func(ll
 	if dir == "" {
 		dir = a.dir
 	}
-	_, models, _ := a.reg.Lookup(a.id)
-	l, err := a.h.load(ctx, dir, a.id, auth.Type, providerInfo(a.id, models))
+	l, err := a.h.load(ctx, dir, a.id, auth.Type, func() map[string]any {
+		_, models, _ := a.reg.Lookup(a.id)
+		return providerInfo(a.id, models)
+	})
 	if err != nil {
 		return err
 	}
