@@ -49,7 +49,9 @@ func TestConnectionsReusedUnderConcurrency(t *testing.T) {
 	wave()
 	first := dialled.Load()
 	wave()
-	if again := dialled.Load() - first; again > calls/4 {
+	// A first wave that overlapped less (a loaded machine) left fewer
+	// connections to reuse: those the second wave lacks it may dial.
+	if again := dialled.Load() - first; again > max(calls-first, 0)+calls/4 {
 		t.Errorf("the second wave of %d calls dialled %d new connections (first wave %d)", calls, again, first)
 	}
 }
