@@ -35,6 +35,7 @@ type printer struct {
 	family    map[string]bool          // the session and its subagents' sessions
 	kinds     map[string]core.PartType // part id → type
 	printed   map[string]int           // part id → bytes printed
+	done      map[string]bool          // part id → its final text seen
 	tools     map[string]string        // part id → last status shown
 	emitted   map[string]bool          // part id → sent as JSON
 	lastOut   byte                     // the last byte written to stdout
@@ -55,7 +56,7 @@ func newPrinter(sessionID, messageID string, asJSON bool) *printer {
 	return &printer{sessionID: sessionID, messageID: messageID, json: asJSON, stdout: os.Stdout, stderr: os.Stderr,
 		dimmed: isTerminal(os.Stderr), connected: make(chan struct{}), result: make(chan core.Run, 1), over: make(chan struct{}),
 		asks: make(chan core.PermissionRequest, 16), questions: make(chan core.QuestionRequest, 16),
-		family: map[string]bool{sessionID: true}, kinds: map[string]core.PartType{}, printed: map[string]int{}, tools: map[string]string{}, emitted: map[string]bool{},
+		family: map[string]bool{sessionID: true}, kinds: map[string]core.PartType{}, printed: map[string]int{}, done: map[string]bool{}, tools: map[string]string{}, emitted: map[string]bool{},
 		lastOut: '\n', spin: newSpinner(), ended: map[string]core.Run{}}
 }
 
@@ -139,7 +140,7 @@ func (p *printer) handle(ev client.Event) error {
 		}
 	case core.EventPartDelta:
 		var d core.DeltaProps
-		if json.Unmarshal(ev.Properties, &d) == nil && d.SessionID == p.sessionID && d.Field == "text" && !p.json {
+		if json.Unmarshal(ev.Properties, &d) == nil && d.SessionID == p.sessionID && d.Field == "text" && !p.json && !p.done[d.PartID] {
 			p.text(d.PartID, p.kinds[d.PartID], d.Delta)
 		}
 	case core.EventPartUpdated:
@@ -252,6 +253,9 @@ func (p *printer) part(pt core.Part) {
 		if n := p.printed[pt.ID]; n < len(pt.Text) {
 			p.text(pt.ID, kind, pt.Text[n:])
 		}
+		// A delta arriving after the final text (from a server that does
+		// not keep their order) would print it twice.
+		p.done[pt.ID] = pt.Time.End != 0
 		if kind == core.PartReasoning && pt.Time.End != 0 && p.reasoning == pt.ID {
 			p.endReasoning()
 		}

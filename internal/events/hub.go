@@ -13,6 +13,11 @@
 //     per subscriber and are dropped when that queue is full; Dropped counts
 //     them. Clients that miss a delta still get the full text in the durable
 //     message.part.updated that follows.
+//   - A stream keeps the order in which its hub saw live-only and durable
+//     events: a live event published when the hub's head was at seq N goes
+//     out before any durable event after N. Without it a stream waking for a
+//     commit sent a part's final text and then the deltas that preceded it,
+//     and a client appending deltas showed the text twice.
 package events
 
 import (
@@ -271,17 +276,24 @@ func max64(a, b int64) int64 {
 type Subscription struct {
 	hub       *Hub
 	sessionID string
-	ch        chan core.Event
+	ch        chan liveEvent
 	once      sync.Once
 	// delivered is the seq up to which the subscriber's stream has sent
 	// the log (-1 until it knows its position).
 	delivered atomic.Int64
 }
 
+// liveEvent is a live-only event with the hub's head when it was
+// published: it belongs before every durable event after that head.
+type liveEvent struct {
+	ev    core.Event
+	after int64
+}
+
 // Subscribe registers for live-only events, of one session when sessionID
 // is set.
 func (h *Hub) Subscribe(sessionID string) *Subscription {
-	s := &Subscription{hub: h, sessionID: sessionID, ch: make(chan core.Event, liveQueue)}
+	s := &Subscription{hub: h, sessionID: sessionID, ch: make(chan liveEvent, liveQueue)}
 	s.delivered.Store(-1)
 	h.subMu.Lock()
 	h.subs[s] = struct{}{}
@@ -344,9 +356,6 @@ func (h *Hub) WaitDelivered(ctx context.Context, seq int64, max time.Duration) (
 	}
 }
 
-// Live is the channel of live-only events.
-func (s *Subscription) Live() <-chan core.Event { return s.ch }
-
 // Close unregisters the subscription. It is idempotent.
 func (s *Subscription) Close() {
 	s.once.Do(func() {
@@ -364,6 +373,9 @@ func (h *Hub) PublishLive(ev core.Event) {
 	if f := h.onLive.Load(); f != nil {
 		(*f)(ev)
 	}
+	h.mu.RLock()
+	le := liveEvent{ev: ev, after: h.head}
+	h.mu.RUnlock()
 	h.subMu.Lock()
 	defer h.subMu.Unlock()
 	for s := range h.subs {
@@ -371,7 +383,7 @@ func (h *Hub) PublishLive(ev core.Event) {
 			continue
 		}
 		select {
-		case s.ch <- ev:
+		case s.ch <- le:
 		default:
 			h.dropped.Add(1)
 		}

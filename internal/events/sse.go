@@ -142,6 +142,27 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 
 	hb := time.NewTicker(opts.Heartbeat)
 	defer hb.Stop()
+	// held is a live event taken from the queue that belongs after durable
+	// events not yet sent; sendLive writes the queued live events published
+	// before the log reached seq, in the order the hub saw them.
+	var held *liveEvent
+	sendLive := func(seq int64) {
+		for {
+			if held == nil {
+				select {
+				case le := <-sub.ch:
+					held = &le
+				default:
+					return
+				}
+			}
+			if held.after >= seq {
+				return
+			}
+			sw.live(held.ev)
+			held = nil
+		}
+	}
 	for {
 		evs, through, err := h.Read(ctx, cursor, opts.SessionID, readBatch)
 		var gap *GapError
@@ -154,13 +175,13 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 			return err
 		}
 		for _, ev := range evs {
+			sendLive(ev.Seq)
 			sw.durable(ev)
 		}
 		cursor = through
-		if len(evs) > 0 {
-			if err := sw.flush(); err != nil {
-				return err
-			}
+		sendLive(cursor + 1)
+		if err := sw.flush(); err != nil {
+			return err
 		}
 		head, changed := h.Head()
 		if head > cursor {
@@ -171,20 +192,10 @@ func (h *Hub) Stream(ctx context.Context, w http.ResponseWriter, bounds Bounds, 
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-		case ev := <-sub.Live():
-			sw.live(ev)
-			// Drain what else is queued so deltas go out in one write.
-			for more := true; more; {
-				select {
-				case ev := <-sub.Live():
-					sw.live(ev)
-				default:
-					more = false
-				}
-			}
-			if err := sw.flush(); err != nil {
-				return err
-			}
+		case le := <-sub.ch:
+			// Sent on the next pass, with whatever else is queued, in one
+			// write.
+			held = &le
 		case <-hb.C:
 			sw.live(core.MustEvent("", core.EventServerHeartbeat, struct{}{}))
 			if err := sw.flush(); err != nil {
