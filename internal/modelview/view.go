@@ -44,6 +44,18 @@ type Compaction struct {
 // Keeps reports whether m is kept after the compaction.
 func (c *Compaction) Keeps(m core.MessageWithParts) bool { return m.Info.Seq >= c.KeepFrom }
 
+// Kept returns, in a new slice, the messages of msgs kept after the
+// compaction.
+func (c *Compaction) Kept(msgs []core.MessageWithParts) []core.MessageWithParts {
+	var keep []core.MessageWithParts
+	for _, m := range msgs {
+		if c.Keeps(m) {
+			keep = append(keep, m)
+		}
+	}
+	return keep
+}
+
 // Latest finds the newest compaction of msgs whose summary was completed;
 // one cut off by a crash or a failure does not count. It returns nil when
 // there is none.
@@ -121,20 +133,19 @@ func reasoningSignature(p core.Part) string {
 // compaction, its summary and the messages from its tail on; otherwise
 // all of them. It returns the id of the latest user message of run runID.
 func Compose(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
-	c := Latest(msgs)
+	return ComposeAfter(Latest(msgs), runID, msgs, out)
+}
+
+// ComposeAfter is Compose for a caller that has looked up msgs' latest
+// compaction already: c is Latest(msgs).
+func ComposeAfter(c *Compaction, runID string, msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
 	if c == nil {
 		return Convert(runID, msgs, out)
 	}
 	out = append(out,
 		llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: summaryQuestion}}, From: c.Request},
 		llm.Message{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentText, Text: c.Summary}}, From: c.Answer})
-	var keep []core.MessageWithParts
-	for _, m := range msgs {
-		if c.Keeps(m) {
-			keep = append(keep, m)
-		}
-	}
-	return Convert(runID, keep, out)
+	return Convert(runID, c.Kept(msgs), out)
 }
 
 // Convert appends the model's view of msgs to out (compactions apart) and
