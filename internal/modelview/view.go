@@ -121,14 +121,6 @@ func isCompactionMessage(m core.MessageWithParts) bool {
 // parts) asks for a compaction: such messages have the compaction agent.
 func IsCompactionRequest(m core.Message) bool { return m.Agent == CompactionAgent }
 
-// reasoningSignature is the signature a provider gave a reasoning part
-// ("" for none: such reasoning is not sent back).
-func reasoningSignature(p core.Part) string {
-	an, _ := p.Metadata["anthropic"].(map[string]any)
-	sig, _ := an["signature"].(string)
-	return sig
-}
-
 // Compose is the model's view of msgs: when they hold a completed
 // compaction, its summary and the messages from its tail on; otherwise
 // all of them. It returns the id of the latest user message of run runID.
@@ -207,7 +199,7 @@ func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
 			}
 		case core.PartReasoning:
-			if sig := reasoningSignature(p); sig != "" {
+			if sig := core.ReasoningSignature(p.Metadata); sig != "" {
 				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig, PartID: p.ID})
 			}
 		case core.PartTool:
