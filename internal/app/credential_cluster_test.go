@@ -1,0 +1,110 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/app"
+	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/fakellm"
+	"github.com/agentd/agentd/internal/store/postgres/pgtest"
+)
+
+// TestClusterSharesCredentials: two nodes on one PostgreSQL database. A
+// key stored through node a's PUT /auth/{id} (the TUI's /connect) is what
+// node b sends to a provider configured without one, and a stock provider
+// nothing configures (openai) is listed by b's GET /provider once a key
+// for it is stored through a; DELETE /auth/{id} through a takes both away
+// on b (the provider configured without a key then sends none, as it did
+// before).
+func TestClusterSharesCredentials(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	db := pgtest.Schema(t)
+	var mu sync.Mutex
+	var auth []string
+	fake := fakellm.New(fakellm.Options{Second: 10 * time.Millisecond}).Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	var f config.File
+	if err := json.Unmarshal([]byte(`{"model":"keyless/m","provider":{"keyless":{"npm":"@ai-sdk/openai-compatible",
+		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"m":{}}}}}`), &f); err != nil {
+		t.Fatal(err)
+	}
+	on := func(name string) option {
+		return func(c *app.Config) {
+			// Each node its own credential file, as on separate machines.
+			c.DBPath, c.Node, c.CredentialsFile = db, name, filepath.Join(t.TempDir(), "credentials.json")
+			if err := c.Apply(f, t.TempDir()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a, b := startNode(t, on("a")), startNode(t, on("b"))
+	openaiListed := func(n *node) bool {
+		_, connected, _ := providerList(t, n, "/provider")
+		return strings.Contains(","+strings.Join(connected, ",")+",", ",openai,")
+	}
+	if openaiListed(b) {
+		t.Fatal("b lists openai before any key")
+	}
+	var ok bool
+	for _, put := range []string{"/auth/keyless", "/auth/openai"} {
+		if code := a.call("PUT", put, map[string]string{"type": "api", "key": "sk-cluster-secret"}, &ok); code != 200 || !ok {
+			t.Fatalf("PUT %s on a: %d", put, code)
+		}
+	}
+	waitUntil(t, "b lists openai after PUT /auth/openai on a", func() bool { return openaiListed(b) })
+	sid := b.session()
+	m, err := b.c.Send(t.Context(), sid, client.Prompt{Text: "reply:hi", Model: &client.ModelRef{ProviderID: "keyless", ModelID: "m"}})
+	if err != nil || m.Info.Error != nil || textOf(m) != "hi" {
+		t.Fatalf("a prompt on b with the key stored through a: %v %q %+v", err, textOf(m), m.Info.Error)
+	}
+	mu.Lock()
+	got := auth[len(auth)-1]
+	mu.Unlock()
+	if got != "Bearer sk-cluster-secret" {
+		t.Errorf("b sent %q to the provider", got)
+	}
+
+	for _, del := range []string{"/auth/keyless", "/auth/openai"} {
+		if code := a.call("DELETE", del, nil, &ok); code != 200 || !ok {
+			t.Fatalf("DELETE %s on a: %d", del, code)
+		}
+	}
+	waitUntil(t, "b takes openai out after DELETE /auth/openai on a", func() bool { return !openaiListed(b) })
+	mu.Lock()
+	before := len(auth)
+	mu.Unlock()
+	m, err = b.c.Send(t.Context(), sid, client.Prompt{Text: "reply:no more", Model: &client.ModelRef{ProviderID: "keyless", ModelID: "m"}})
+	if err != nil || textOf(m) != "no more" {
+		t.Fatalf("a prompt on b after the key was removed: %v %q %+v", err, textOf(m), m.Info.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if after := auth[before:]; len(after) == 0 || strings.Contains(strings.Join(after, " "), "sk-cluster-secret") {
+		t.Errorf("after DELETE on a, b sent %q", after)
+	}
+}
+
+// waitUntil returns once cond holds, checking it every 20 ms; it fails
+// the test after 30 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
