@@ -62,10 +62,13 @@ var ErrInvalid = errors.New("invalid credential")
 // answers from.
 type Store struct {
 	path string
-	// mu orders the changes and the reloads; m is replaced, never
-	// changed in place.
-	mu sync.Mutex
-	m  map[string]Entry
+	// wmu orders the changes and the reloads, and is held through their
+	// writes and reads of the file or database; mu guards m only, so that
+	// a read (a model call asking for its key) never waits on them. m is
+	// replaced, never changed in place, and only under both.
+	wmu sync.Mutex
+	mu  sync.Mutex
+	m   map[string]Entry
 	// shared is the database once Share has run; unwatch stops hearing
 	// of its changes.
 	shared  Shared
@@ -256,7 +259,7 @@ type edit func(cur Entry, ok bool) (next Entry, keep, write bool)
 // holds it), then keeps the result in memory and tells the watchers: the
 // store and what it reads from never disagree.
 func (s *Store) change(id string, fn edit) error {
-	s.mu.Lock()
+	s.wmu.Lock()
 	var next Entry
 	var keep, wrote bool
 	var err error
@@ -266,7 +269,7 @@ func (s *Store) change(id string, fn edit) error {
 		next, keep, wrote, err = s.changeFile(id, fn)
 	}
 	if err != nil || !wrote {
-		s.mu.Unlock()
+		s.wmu.Unlock()
 		return err
 	}
 	was := s.m
@@ -279,8 +282,15 @@ func (s *Store) change(id string, fn edit) error {
 	} else {
 		delete(now, id)
 	}
-	s.m = now
-	s.mu.Unlock()
+	s.setM(now)
+	s.wmu.Unlock()
 	s.notify(was, now)
 	return nil
+}
+
+// setM replaces the entries in memory, under s.wmu.
+func (s *Store) setM(m map[string]Entry) {
+	s.mu.Lock()
+	s.m = m
+	s.mu.Unlock()
 }

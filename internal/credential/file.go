@@ -34,7 +34,7 @@ func readFile(path string) (map[string]Entry, error) {
 	return m, nil
 }
 
-// changeFile is change for the file, under s.mu: the whole file is
+// changeFile is change for the file, under s.wmu: the whole file is
 // written again with the entry changed.
 func (s *Store) changeFile(id string, fn edit) (Entry, bool, bool, error) {
 	cur, ok := s.m[id]

@@ -52,28 +52,29 @@ const ImportedSuffix = ".imported"
 // (a restarted node) moves the store to the new db. An error wrapping
 // ErrMalformed says that the store moved without the entries it names.
 func (s *Store) Share(ctx context.Context, db Shared) error {
-	s.mu.Lock()
+	s.wmu.Lock()
 	if err := s.importFile(ctx, db); err != nil {
-		s.mu.Unlock()
+		s.wmu.Unlock()
 		return err
 	}
 	now, err := load(ctx, db)
 	if err != nil && now == nil {
-		s.mu.Unlock()
+		s.wmu.Unlock()
 		return err
 	}
 	if s.unwatch != nil {
 		s.unwatch()
 	}
 	was := s.m
-	s.m, s.shared = now, db
+	s.shared = db
+	s.setM(now)
 	s.unwatch = db.WatchCredentials(func(ctx context.Context) error { return s.reload(ctx, db) })
-	s.mu.Unlock()
+	s.wmu.Unlock()
 	s.notify(was, now)
 	return err
 }
 
-// importFile copies the credential file's entries into db, under s.mu,
+// importFile copies the credential file's entries into db, under s.wmu,
 // and renames the file.
 func (s *Store) importFile(ctx context.Context, db Shared) error {
 	if s.path == "" {
@@ -141,24 +142,24 @@ func load(ctx context.Context, db Shared) (map[string]Entry, error) {
 // reload reads the entries db holds again and tells the watchers what
 // changed: another node's change reaching this one.
 func (s *Store) reload(ctx context.Context, db Shared) error {
-	s.mu.Lock()
+	s.wmu.Lock()
 	if s.shared != db {
-		s.mu.Unlock()
+		s.wmu.Unlock()
 		return nil
 	}
 	now, err := load(ctx, db)
 	if now == nil {
-		s.mu.Unlock()
+		s.wmu.Unlock()
 		return err
 	}
 	was := s.m
-	s.m = now
-	s.mu.Unlock()
+	s.setM(now)
+	s.wmu.Unlock()
 	s.notify(was, now)
 	return err
 }
 
-// changeShared is change for the shared database, under s.mu: fn sees the
+// changeShared is change for the shared database, under s.wmu: fn sees the
 // entry as the database holds it, whatever this node last read.
 func (s *Store) changeShared(id string, fn edit) (next Entry, keep, wrote bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)

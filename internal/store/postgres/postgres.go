@@ -154,14 +154,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("read event head: %w", storageError(err))
 	}
 	s.tail.init(last)
-	s.creds.kick = make(chan struct{}, 1)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stop = cancel
-	s.wg.Add(4)
-	go s.tailLoop(runCtx)
-	go s.listenLoop(runCtx)
-	go s.notifyLoop(runCtx)
-	go s.credsLoop(runCtx)
+	s.startLoops(ctx)
 	// Leases taken before the node's presence is visible would look like a
 	// dead node's to the others.
 	wait := time.NewTimer(5 * time.Second)
@@ -175,6 +168,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, ctx.Err()
 	}
 	return s, nil
+}
+
+// startLoops starts the store's goroutines, which Close stops: the tail,
+// the listener, the notice sender and the credential watchers' loop.
+func (s *Store) startLoops(ctx context.Context) {
+	s.creds.kick = make(chan struct{}, 1)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = cancel
+	s.wg.Add(4)
+	go s.tailLoop(runCtx)
+	go s.listenLoop(runCtx)
+	go s.notifyLoop(runCtx)
+	go s.credsLoop(runCtx)
 }
 
 // Node implements store.Leaser.
