@@ -2,6 +2,7 @@ package credential_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"os"
@@ -309,3 +310,25 @@ func TestShareImportsFile(t *testing.T) {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestSharedPollCatchesLostNotice: a change whose notice never arrives (a
+// row written with no NOTIFY, as when the listener was down) reaches the
+// other nodes at their next poll.
+func TestSharedPollCatchesLostNotice(t *testing.T) {
+	t.Parallel()
+	db := pgtest.Schema(t)
+	s := sharedStorePoll(t, db, filepath.Join(t.TempDir(), "s.json"), 20*time.Millisecond)
+	h := listen(s)
+	conn, err := sql.Open("pgx", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `INSERT INTO credentials (id, data, updated_ms) VALUES ('polled', '{"type":"api","key":"sk-polled"}', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, "polled:>api")
+	if k, _ := s.Key("polled"); k != "sk-polled" {
+		t.Errorf("after the poll: %q", k)
+	}
+}
