@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/app"
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/credential"
 	"github.com/agentd/agentd/internal/fakellm"
 	"github.com/agentd/agentd/internal/store/postgres/pgtest"
 )
@@ -23,9 +25,11 @@ import (
 // nothing configures (openai) is listed by b's GET /provider once a key
 // for it is stored through a; DELETE /auth/{id} through a takes both away
 // on b (the provider configured without a key then sends none, as it did
-// before).
+// before). A key in a's credential file from before (one file per node)
+// is imported at a's start: b lists its provider too.
 func TestClusterSharesCredentials(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("ANTHROPIC_API_KEY", "")
 	db := pgtest.Schema(t)
 	var mu sync.Mutex
 	var auth []string
@@ -42,22 +46,35 @@ func TestClusterSharesCredentials(t *testing.T) {
 		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"m":{}}}}}`), &f); err != nil {
 		t.Fatal(err)
 	}
+	// Each node its own credential file, as on separate machines; a's
+	// holds a key from before the cluster shared them.
+	files := map[string]string{"a": filepath.Join(t.TempDir(), "credentials.json"), "b": filepath.Join(t.TempDir(), "credentials.json")}
+	if err := os.WriteFile(files["a"], []byte(`{"anthropic":{"type":"api","key":"sk-ant-old","time":1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	on := func(name string) option {
 		return func(c *app.Config) {
-			// Each node its own credential file, as on separate machines.
-			c.DBPath, c.Node, c.CredentialsFile = db, name, filepath.Join(t.TempDir(), "credentials.json")
+			c.DBPath, c.Node, c.CredentialsFile = db, name, files[name]
 			if err := c.Apply(f, t.TempDir()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	a, b := startNode(t, on("a")), startNode(t, on("b"))
-	openaiListed := func(n *node) bool {
+	listed := func(n *node, id string) bool {
 		_, connected, _ := providerList(t, n, "/provider")
-		return strings.Contains(","+strings.Join(connected, ",")+",", ",openai,")
+		return strings.Contains(","+strings.Join(connected, ",")+",", ","+id+",")
 	}
+	openaiListed := func(n *node) bool { return listed(n, "openai") }
 	if openaiListed(b) {
 		t.Fatal("b lists openai before any key")
+	}
+	// a imported its file at start and set it aside; b lists what it held.
+	if !listed(b, "anthropic") {
+		t.Error("b does not list anthropic, whose key was in a's credential file")
+	}
+	if _, err := os.Stat(files["a"] + credential.ImportedSuffix); err != nil {
+		t.Errorf("a's imported file was not set aside: %v", err)
 	}
 	var ok bool
 	for _, put := range []string{"/auth/keyless", "/auth/openai"} {
