@@ -125,3 +125,60 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestClusterSharesLogin: a plugin's OAuth login made through node a (the
+// TUI's /connect: authorize, then the callback that stores it) enables its
+// provider on node b too: b lists it with the provider hook's model and a
+// prompt to that model on b works; DELETE /auth/{id} on a takes it out of
+// b's list.
+func TestClusterSharesLogin(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	db := pgtest.Schema(t)
+	dir, specs := pluginFolder(t, "oauthlogin.js")
+	fake := fakellm.New(fakellm.Options{Second: 20 * time.Millisecond})
+	hs := httptest.NewServer(fake.Handler())
+	t.Cleanup(hs.Close)
+	specs[0].Options = map[string]any{"target": hs.URL, "provider": "anthropic", "log": filepath.Join(t.TempDir(), "plugin.log")}
+	f, err := config.Parse([]byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := func(name string) option {
+		return func(c *app.Config) {
+			models, def, err := f.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.DBPath, c.Node, c.Models, c.Engine.DefaultModel = db, name, models, def
+			c.Plugins.Specs, c.Plugins.Dir = specs, dir
+		}
+	}
+	a, b := startNode(t, on("a")), startNode(t, on("b"))
+	anthropic := func(n *node) []string {
+		ms, _, _ := providerList(t, n, "/provider")
+		return ms["anthropic"]
+	}
+	if anthropic(b) != nil {
+		t.Fatal("b lists anthropic before any login")
+	}
+	var auth map[string]string
+	if code := a.call("POST", "/provider/anthropic/oauth/authorize", map[string]any{"method": 0, "inputs": map[string]string{"team": "red"}}, &auth); code != 200 {
+		t.Fatalf("authorize on a: %d %v", code, auth)
+	}
+	var ok bool
+	if code := a.call("POST", "/provider/anthropic/oauth/callback", map[string]any{"method": 0, "code": "good-code"}, &ok); code != 200 || !ok {
+		t.Fatalf("callback on a: %d %v", code, ok)
+	}
+	waitUntil(t, "b lists anthropic with the hook's model after the login on a", func() bool {
+		return strings.Contains(strings.Join(anthropic(b), ","), "plugin-model")
+	})
+	sid := b.session()
+	m, err := b.c.Send(t.Context(), sid, client.Prompt{Text: "reply:logged in", Model: &client.ModelRef{ProviderID: "anthropic", ModelID: "plugin-model"}})
+	if err != nil || textOf(m) != "logged in" {
+		t.Fatalf("a prompt on b to the login's provider: %v %q %+v", err, textOf(m), m.Info.Error)
+	}
+	if code := a.call("DELETE", "/auth/anthropic", nil, &ok); code != 200 || !ok {
+		t.Fatalf("DELETE /auth/anthropic on a: %d", code)
+	}
+	waitUntil(t, "b takes anthropic out after DELETE on a", func() bool { return anthropic(b) == nil })
+}
