@@ -89,9 +89,12 @@ type Change struct {
 // Watch calls fn after each change of a provider's kind of credential
 // (a login, a key stored or forgotten), once the store holds it: in the
 // goroutine that made it, or, for another node's change on a shared
-// database, in the goroutine that heard of it (Share). A server that
-// lists providers follows the store with it. The returned func stops the
-// calls.
+// database, in the goroutine that heard of it (Share). Another node's
+// changes are what differs between two reads of the database, so changes
+// it made in quick succession may be heard as one (a key stored and then
+// forgotten: nothing). A server that lists providers follows the store
+// with it, reading the store anew at each call. The returned func stops
+// the calls.
 func (s *Store) Watch(fn func(Change)) (stop func()) {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()

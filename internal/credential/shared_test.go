@@ -246,6 +246,7 @@ func TestSharedAcrossNodes(t *testing.T) {
 	must(t, a.Set("openai", "sk-rotated", "ci"))
 	waitFor(t, "b reads the rotated key", func() bool { k, _ := b.Key("openai"); return k == "sk-rotated" })
 	must(t, b.Put("openai", credential.Entry{Type: "oauth", Access: "tok", Refresh: "r"}))
+	waitFor(t, "a reads the login", func() bool { e, _ := a.Get("openai"); return e.Type == "oauth" })
 	ha := listen(a)
 	if _, err := b.Remove("openai"); err != nil {
 		t.Fatal(err)
