@@ -57,7 +57,7 @@ func sharedStore(t *testing.T, db, path string) *credential.Store {
 
 // sharedStorePoll is sharedStore with the database's poll interval (0:
 // its default).
-func sharedStorePoll(t *testing.T, db, path string, poll time.Duration) *credential.Store {
+func sharedStorePoll(t testing.TB, db, path string, poll time.Duration) *credential.Store {
 	t.Helper()
 	pg, err := postgres.Open(t.Context(), db, postgres.Options{Logger: quiet(), Poll: poll})
 	if err != nil {
