@@ -169,7 +169,7 @@ func appendUser(out []llm.Message, m core.MessageWithParts) []llm.Message {
 		switch p.Type {
 		case core.PartText:
 			if !p.Ignored {
-				c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
+				c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID, Part: textInfo(p)})
 			}
 		case core.PartFile:
 			if fc, ok := fileContent(m.Parts, i); ok {
@@ -193,14 +193,16 @@ func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 		switch p.Type {
 		case core.PartText:
 			if p.Text != "" {
-				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
+				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID, Part: textInfo(p)})
 			}
 		case core.PartReasoning:
 			if sig := reasoningSignature(p); sig != "" {
-				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig, PartID: p.ID})
+				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig, PartID: p.ID,
+					Part: textInfo(p)})
 			}
 		case core.PartTool:
-			asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input, PartID: p.ID})
+			asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input, PartID: p.ID,
+				Part: &llm.PartInfo{Title: p.State.Title, Metadata: p.State.Metadata, Time: p.State.Time}})
 			r := toolResult(p)
 			r.PartID = p.ID
 			results = append(results, r)
@@ -214,6 +216,11 @@ func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 		out = append(out, llm.Message{Role: llm.RoleUser, Content: results, From: &info})
 	}
 	return out
+}
+
+// textInfo is what a text or reasoning part holds beyond its text.
+func textInfo(p core.Part) *llm.PartInfo {
+	return &llm.PartInfo{Synthetic: p.Synthetic, Metadata: p.Metadata, Time: p.Time}
 }
 
 // toolResult is what the model reads of a call: its output (or the marker

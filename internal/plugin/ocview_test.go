@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/modelview"
 )
 
 // TestOpencodeHistoryIDs: the history a messages transform gets carries
@@ -67,5 +68,64 @@ func TestOpencodeHistoryIDs(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("back:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestOpencodeHistoryFidelity: the parts a messages transform gets carry
+// what opencode's do, from the record: a finished tool part's state is
+// the record's state as opencode's API renders it (title, metadata, time
+// {start, end}), a text part its synthetic flag and time; and a message
+// the plugin hands back as it got it (its JSON through the host) is still
+// found unchanged, metadata and all.
+func TestOpencodeHistoryFidelity(t *testing.T) {
+	t.Parallel()
+	user := core.MessageWithParts{Info: core.Message{ID: "msg_u", SessionID: "ses", Role: core.RoleUser, Created: 7, RunID: "run"},
+		Parts: []core.Part{
+			{ID: "prt_1", SessionID: "ses", MessageID: "msg_u", Type: core.PartText, Text: "read a.txt"},
+			{ID: "prt_2", SessionID: "ses", MessageID: "msg_u", Type: core.PartText, Text: "<file>a</file>", Synthetic: true,
+				Time: core.PartTime{Start: 70}},
+		}}
+	tool := core.Part{ID: "prt_4", SessionID: "ses", MessageID: "msg_a", Type: core.PartTool, CallID: "c1", Tool: "read",
+		State: core.ToolState{Status: core.ToolCompleted, Input: json.RawMessage(`{"filePath":"a.txt"}`), Output: "a",
+			Title: "a.txt", Metadata: map[string]any{"preview": "a", "lines": 1.0}, Time: core.PartTime{Start: 80, End: 90}}}
+	failed := core.Part{ID: "prt_5", SessionID: "ses", MessageID: "msg_a", Type: core.PartTool, CallID: "c2", Tool: "bash",
+		State: core.ToolState{Status: core.ToolError, Input: json.RawMessage(`{"command":"x"}`), Error: "no such command",
+			Metadata: map[string]any{"exit": 127.0}, Time: core.PartTime{Start: 91, End: 95}}}
+	asst := core.MessageWithParts{Info: core.Message{ID: "msg_a", SessionID: "ses", Role: core.RoleAssistant, Created: 8},
+		Parts: []core.Part{
+			{ID: "prt_3", SessionID: "ses", MessageID: "msg_a", Type: core.PartText, Text: "reading", Time: core.PartTime{Start: 75, End: 79}},
+			tool, failed,
+		}}
+	msgs, _ := modelview.Convert("run", []core.MessageWithParts{user, asst}, nil)
+	h := toOpencode("ses", msgs)
+	if len(h.msgs) != 2 || len(h.msgs[0].Parts) != 2 || len(h.msgs[1].Parts) != 4 {
+		t.Fatalf("the history: %+v", h.msgs)
+	}
+	synth := h.msgs[0].Parts[1]
+	if !synth.Synthetic || synth.Time == nil || synth.Time.Start != 70 || h.msgs[0].Parts[0].Synthetic {
+		t.Errorf("the user's parts: %+v %+v", h.msgs[0].Parts[0], synth)
+	}
+	if txt := h.msgs[1].Parts[1]; txt.Time == nil || *txt.Time != (core.PartTime{Start: 75, End: 79}) {
+		t.Errorf("the assistant's text: %+v", txt)
+	}
+	for i, rec := range []core.Part{tool, failed} {
+		got, _ := json.Marshal(h.msgs[1].Parts[2+i].State)
+		want, _ := json.Marshal(rec.State)
+		if string(got) != string(want) {
+			t.Errorf("tool part %s's state:\n%s\nopencode's (the record's):\n%s", rec.ID, got, want)
+		}
+	}
+
+	for i := range h.msgs {
+		var back ocMessage
+		b, _ := json.Marshal(h.msgs[i])
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range back.Parts[min(i, 1):] { // the step-start part is made up
+			if h.unchanged(p) == nil {
+				t.Errorf("part %s handed back as it was sent reads as changed", p.ID)
+			}
+		}
 	}
 }
