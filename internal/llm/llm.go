@@ -117,8 +117,8 @@ type Request struct {
 	// ("" lets it choose).
 	ToolChoice string
 	// Directory is the session's directory, set by the plugins' hooks
-	// (package plugin) for a provider whose plugin auth loader is made per
-	// directory; "" elsewhere.
+	// (package plugin) and the title writer for a provider whose plugin
+	// auth loader is made per directory; "" elsewhere.
 	Directory string
 }
 
