@@ -315,8 +315,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		// ClaimPoll, each through the same repair as a restart.
 		e.cfg.Leaser.OnAbort(e.abortRequested)
 		e.claimIdle()
-		e.bg.Add(1)
+		e.bg.Add(2)
 		go e.leaseLoop()
+		go e.expireLoop()
 		return nil
 	}
 	sessions, err := e.recover(ctx)

@@ -160,13 +160,13 @@ func (e *Engine) abortRequested(runID string, reason core.EndReason) {
 }
 
 // leaseLoop renews this node's leases every LeaseRenew in one statement,
-// stops the runs whose lease is lost or that could not be renewed in time,
 // delivers abort requests found on renewal, and claims runs nobody holds
 // (admitted on a node that died before starting them, or cut off) every
-// ClaimPoll.
+// ClaimPoll. Stopping the runs whose lease could not be renewed in time is
+// expireLoop's, so that a renewal stuck on the database cannot delay it.
 func (e *Engine) leaseLoop() {
 	defer e.bg.Done()
-	tick := time.NewTicker(min(e.cfg.ClaimPoll, time.Second))
+	tick := time.NewTicker(min(e.cfg.ClaimPoll, e.cfg.LeaseRenew, time.Second))
 	defer tick.Stop()
 	lastRenew, lastClaim := time.Now(), time.Time{}
 	for {
@@ -180,10 +180,27 @@ func (e *Engine) leaseLoop() {
 			lastRenew = now
 			e.renew()
 		}
-		e.expire()
 		if now.Sub(lastClaim) >= e.cfg.ClaimPoll {
 			lastClaim = now
 			e.claimIdle()
+		}
+	}
+}
+
+// expireLoop stops the runs whose lease this node could not renew, a
+// margin before the lease's end. It looks four times per margin: looking
+// once a second let a 2 s lease (0.4 s margin) run out unnoticed, and the
+// node then learnt from the database that its lease was gone.
+func (e *Engine) expireLoop() {
+	defer e.bg.Done()
+	tick := time.NewTicker(max(e.leaseMargin()/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.baseCtx.Done():
+			return
+		case <-tick.C:
+			e.expire()
 		}
 	}
 }

@@ -246,17 +246,28 @@ func TestClusterKillTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	_, last, _ := st.EventBounds(ctx)
-	ends := map[string]int{}
-	evs, _ := st.Events(ctx, store.EventQuery{Limit: 100000})
-	for _, ev := range evs {
-		if ev.Type == core.EventRunUpdated {
-			var p core.RunProps
-			json.Unmarshal(ev.Properties, &p)
-			if core.TerminalState(p.Run.State) {
-				ends[p.Run.ID]++
+	// A run's end is in the runs table before its event has a place in
+	// the log (the sequencer numbers committed events a pass later), so
+	// idle sessions do not yet mean a complete log.
+	var last int64
+	var ends map[string]int
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		_, last, _ = st.EventBounds(ctx)
+		ends = map[string]int{}
+		evs, _ := st.Events(ctx, store.EventQuery{Limit: 100000})
+		for _, ev := range evs {
+			if ev.Type == core.EventRunUpdated {
+				var p core.RunProps
+				json.Unmarshal(ev.Properties, &p)
+				if core.TerminalState(p.Run.State) {
+					ends[p.Run.ID]++
+				}
 			}
 		}
+		if len(ends) >= 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if len(ends) != 4 {
 		t.Errorf("%d runs ended, want 4", len(ends))
@@ -281,7 +292,8 @@ func TestClusterKillTakeover(t *testing.T) {
 				t.Fatalf("%s's follower: event %d has seq %d (gap or duplicate)", name, i, s)
 			}
 		}
-		if int64(len(got)) != last {
+		// Events numbered after the verifier read the bounds may follow.
+		if int64(len(got)) < last {
 			t.Errorf("%s's follower saw %d of %d events", name, len(got), last)
 		}
 	}
@@ -366,10 +378,19 @@ func TestClusterZombieFenced(t *testing.T) {
 	if mustJSON(before) != mustJSON(after) {
 		t.Errorf("the zombie changed the transcript after the takeover:\nbefore %s\nafter  %s", mustJSON(before), mustJSON(after))
 	}
-	_, lastAfter, _ := pg.EventBounds(ctx)
-	if lastAfter != lastBefore {
-		evs, _ := pg.Events(ctx, store.EventQuery{After: lastBefore})
-		t.Errorf("%d events written after the takeover: %s", len(evs), mustJSON(evs))
+	// What the zombie's run would write: its messages, parts and end. The
+	// taking node may still add the session's summary and status after
+	// the run's end, and the sequencer numbers committed events a pass
+	// later, so the log's head alone proves nothing.
+	evs, _ := pg.Events(ctx, store.EventQuery{After: lastBefore, SessionID: s.ID})
+	var late []core.Event
+	for _, ev := range evs {
+		if strings.HasPrefix(ev.Type, "message.") || ev.Type == core.EventRunUpdated || ev.Type == core.EventSessionError {
+			late = append(late, ev)
+		}
+	}
+	if len(late) > 0 {
+		t.Errorf("%d run events written after the takeover: %s", len(late), mustJSON(late))
 	}
 	if n := leases(t, cl.srvs[0].url); n != 0 {
 		t.Errorf("the zombie still holds %d leases", n)
