@@ -202,7 +202,7 @@ func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 			}
 		case core.PartTool:
 			asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input, PartID: p.ID,
-				Part: &llm.PartInfo{Title: p.State.Title, Metadata: p.State.Metadata, Time: p.State.Time}})
+				Part: &llm.PartInfo{Title: p.State.Title, Metadata: orNil(p.State.Metadata), Time: p.State.Time}})
 			r := toolResult(p)
 			r.PartID = p.ID
 			results = append(results, r)
@@ -220,7 +220,16 @@ func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 
 // textInfo is what a text or reasoning part holds beyond its text.
 func textInfo(p core.Part) *llm.PartInfo {
-	return &llm.PartInfo{Synthetic: p.Synthetic, Metadata: p.Metadata, Time: p.Time}
+	return &llm.PartInfo{Synthetic: p.Synthetic, Metadata: orNil(p.Metadata), Time: p.Time}
+}
+
+// orNil is metadata with an empty map as none: a read gives {} where the
+// run that wrote the part kept nil, and the view is the same either way.
+func orNil(m map[string]any) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // toolResult is what the model reads of a call: its output (or the marker

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -127,5 +128,54 @@ func TestOpencodeHistoryFidelity(t *testing.T) {
 				t.Errorf("part %s handed back as it was sent reads as changed", p.ID)
 			}
 		}
+	}
+}
+
+// BenchmarkOpencodeHistory is the server's side of a step's transform
+// before the host is called: 200 messages (100 turns of a prompt and an
+// answer with a read call whose metadata holds a 1 KiB preview, as
+// opencode's read tool's does) turned into opencode's shape and
+// fingerprinted, with the record's part fields ("record") and without
+// them ("bare", the view before they were added).
+func BenchmarkOpencodeHistory(b *testing.B) {
+	var recs []core.MessageWithParts
+	for i := range 100 {
+		u := fmt.Sprintf("msg_u%03d", i)
+		a := fmt.Sprintf("msg_a%03d", i)
+		recs = append(recs, core.MessageWithParts{Info: core.Message{ID: u, SessionID: "ses", Role: core.RoleUser, Created: int64(i)},
+			Parts: []core.Part{{ID: "prt_u" + u, SessionID: "ses", MessageID: u, Type: core.PartText, Text: strings.Repeat("u", 2<<10),
+				Time: core.PartTime{Start: 1, End: 2}}}},
+			core.MessageWithParts{Info: core.Message{ID: a, SessionID: "ses", Role: core.RoleAssistant, Created: int64(i)},
+				Parts: []core.Part{
+					{ID: "prt_t" + a, SessionID: "ses", MessageID: a, Type: core.PartText, Text: "reading", Time: core.PartTime{Start: 3, End: 4}},
+					{ID: "prt_c" + a, SessionID: "ses", MessageID: a, Type: core.PartTool, CallID: "c" + a, Tool: "read",
+						State: core.ToolState{Status: core.ToolCompleted, Input: json.RawMessage(`{"filePath":"a.go"}`), Output: strings.Repeat("o", 2<<10),
+							Title: "a.go", Metadata: map[string]any{"preview": strings.Repeat("p", 1<<10), "truncated": false},
+							Time: core.PartTime{Start: 5, End: 6}}},
+				}})
+	}
+	record, _ := modelview.Convert("run", recs, nil)
+	bare := make([]llm.Message, len(record))
+	for i, m := range record {
+		bare[i] = m
+		bare[i].Content = append([]llm.Content(nil), m.Content...)
+		for j := range bare[i].Content {
+			bare[i].Content[j].Part = nil
+		}
+	}
+	for _, v := range []struct {
+		name string
+		msgs []llm.Message
+	}{{"bare", bare}, {"record", record}} {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				h := toOpencode("ses", v.msgs)
+				for i := range h.msgs {
+					if _, err := json.Marshal(h.msgs[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }
