@@ -45,8 +45,9 @@ func mountV2(api *server.Server, st *store.Watched, eng *engine.Engine, hub *eve
 }
 
 // CredentialsFile is where the keys clients give are kept: beside the
-// SQLite database, or in agentd's configuration directory for a shared
-// PostgreSQL database (each node keeps its own).
+// SQLite database; for a shared PostgreSQL database, which keeps them
+// itself, the file in agentd's configuration directory that a node
+// imports at start (where earlier versions kept each node's own).
 func CredentialsFile(dbPath string) string {
 	if !IsPostgres(dbPath) {
 		return dbPath + ".credentials.json"
@@ -63,7 +64,7 @@ func CredentialsFile(dbPath string) string {
 // database to keep it beside.
 func (c *Config) credentialKeys() (func(string) string, error) {
 	if c.Credentials == nil && c.DBPath != "" {
-		s, err := credential.Open(CredentialsFile(c.DBPath))
+		s, err := credential.Open(c.credentialsPath())
 		if err != nil {
 			return nil, err
 		}
@@ -74,4 +75,13 @@ func (c *Config) credentialKeys() (func(string) string, error) {
 	}
 	s := c.Credentials
 	return func(id string) string { key, _ := s.Key(id); return key }, nil
+}
+
+// credentialsPath is the credential file: CredentialsFile unless the
+// configuration names one.
+func (c *Config) credentialsPath() string {
+	if c.CredentialsFile != "" {
+		return c.CredentialsFile
+	}
+	return CredentialsFile(c.DBPath)
 }

@@ -86,8 +86,13 @@ type Config struct {
 	// Catalog describes the models and configuration to opencode's
 	// clients; nil means one built from an empty configuration.
 	Catalog *server.Catalog
-	// Credentials keeps the keys clients give (PUT /auth/{id}); nil: CredentialsFile's.
+	// Credentials keeps the keys clients give (PUT /auth/{id}); nil: the
+	// file at CredentialsFile, moved into the database on PostgreSQL
+	// (shareCredentials).
 	Credentials *credential.Store
+	// CredentialsFile is the credential file of a SQLite database, or the
+	// one a PostgreSQL node imports at start; "": CredentialsFile(DBPath).
+	CredentialsFile string
 	// TLSCert and TLSKey, when set, serve HTTPS.
 	TLSCert, TLSKey string
 	// Commands are the configuration's custom commands; CommandDirs the
@@ -230,6 +235,10 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	}()
 	db, lock, node, err := openStore(ctx, &cfg)
 	if err != nil {
+		return nil, err
+	}
+	if err := shareCredentials(ctx, &cfg, db); err != nil {
+		db.Close()
 		return nil, err
 	}
 	// Every writer (engine and API) goes through one watcher, so that a

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -150,15 +151,27 @@ func snapshotOptions(f config.File) (snapshot.Options, error) {
 // Commands returns the configuration's custom commands (its "command"
 // key), checked: each needs a template, and a model must read
 // provider/model.
-func Commands(f config.File) (command.Set, error) {
+func Commands(f config.File) (command.Set, error) { return commandSet(f, nil) }
+
+// commandSet is f's custom commands. With plugin nil they are an
+// operator's, checked as Commands says. Otherwise they are as a plugin
+// left them, and plugin logs what is left out: unlike an operator's
+// file, a command may have no template, as in opencode (a plugin's
+// command.execute.before makes its prompt: dcp's do); one whose model is
+// not provider/model is left out.
+func commandSet(f config.File, plugin *slog.Logger) (command.Set, error) {
 	set := command.Set{}
 	for name, cc := range f.Command {
-		if strings.TrimSpace(cc.Template) == "" {
+		if plugin == nil && strings.TrimSpace(cc.Template) == "" {
 			return nil, fmt.Errorf("command.%s.template: a command needs a template", name)
 		}
 		if cc.Model != "" {
 			if _, err := config.ParseModel(cc.Model); err != nil {
-				return nil, fmt.Errorf("command.%s.model: %w", name, err)
+				if plugin == nil {
+					return nil, fmt.Errorf("command.%s.model: %w", name, err)
+				}
+				plugin.Warn("a plugin's command is left out", "command", name, "err", err)
+				continue
 			}
 		}
 		set[name] = command.Command{Name: name, Description: cc.Description, Agent: cc.Agent,

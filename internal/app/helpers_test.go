@@ -88,6 +88,10 @@ func startNode(t *testing.T, opts ...option) *node {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if app.IsPostgres(cfg.DBPath) && cfg.CredentialsFile == "" {
+		// Not the user's own, which a node on PostgreSQL imports.
+		cfg.CredentialsFile = filepath.Join(t.TempDir(), "credentials.json")
+	}
 	return startWith(t, cfg, counter)
 }
 

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"maps"
 	"os"
 	"reflect"
@@ -122,7 +121,7 @@ func readKey(f *config.File, k string, v any) error {
 func applyPluginConfig(cfg *Config, base, f config.File, changed map[string]bool, was, now map[string]any, commands *command.Catalog) {
 	log := cfg.Logger
 	if changed["command"] {
-		cfg.Commands = pluginCommands(f, log)
+		cfg.Commands, _ = commandSet(f, log) // a plugin's: never an error
 		if commands != nil {
 			commands.Config = cfg.Commands
 		}
@@ -164,25 +163,6 @@ func applyPluginConfig(cfg *Config, base, f config.File, changed map[string]bool
 	}
 	pluginCatalog(cfg, changed, now)
 	log.Info("the plugins' config hooks changed the configuration", "keys", slices.Sorted(maps.Keys(changed)))
-}
-
-// pluginCommands are the commands of f as a plugin left them. Unlike an
-// operator's file, a command may have no template, as in opencode (a
-// plugin's command.execute.before makes its prompt: dcp's do); one whose
-// model is not provider/model is left out, logged.
-func pluginCommands(f config.File, log *slog.Logger) command.Set {
-	set := command.Set{}
-	for name, cc := range f.Command {
-		if cc.Model != "" {
-			if _, err := config.ParseModel(cc.Model); err != nil {
-				log.Warn("a plugin's command is left out", "command", name, "err", err)
-				continue
-			}
-		}
-		set[name] = command.Command{Name: name, Description: cc.Description, Agent: cc.Agent, Model: cc.Model,
-			Template: cc.Template, Subtask: cc.Subtask}
-	}
-	return set
 }
 
 // pluginAgents are the agents of f, those a plugin added or changed made

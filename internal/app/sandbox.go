@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentd/agentd/internal/config"
+	"github.com/agentd/agentd/internal/credential"
 	"github.com/agentd/agentd/internal/sandbox"
 )
 
@@ -110,8 +111,8 @@ func serverPaths(cfg Config) []string {
 		out = append(out, abs)
 	}
 	if cfg.DBPath != "" {
-		if abs, err := filepath.Abs(CredentialsFile(cfg.DBPath)); err == nil {
-			out = append(out, abs)
+		if abs, err := filepath.Abs(cfg.credentialsPath()); err == nil {
+			out = append(out, abs, abs+credential.ImportedSuffix)
 		}
 	}
 	if cfg.TLSKey != "" {

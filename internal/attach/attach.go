@@ -41,6 +41,7 @@ import (
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/textcut"
 	"github.com/agentd/agentd/internal/tool"
 )
 
@@ -248,38 +249,12 @@ func DataText(u string) (string, bool) {
 // bound cuts text to what one tool's output may put into the
 // conversation, saying so.
 func bound(text string) string {
-	lines := strings.Count(text, "\n") + 1
-	if len(text) <= maxTextBytes && lines <= maxTextLines {
+	cut, lines, shown, ok := textcut.Head(text, maxTextLines, maxTextBytes)
+	if !ok {
 		return text
 	}
-	cut := text
-	if i := nthIndex(cut, '\n', maxTextLines); i >= 0 {
-		cut = cut[:i]
-	}
-	if len(cut) > maxTextBytes {
-		cut = cut[:maxTextBytes]
-		if i := strings.LastIndexByte(cut, '\n'); i > 0 {
-			cut = cut[:i]
-		}
-	}
-	shown := strings.Count(cut, "\n") + 1
 	return cut + fmt.Sprintf("\n\n[cut: the first %d of %d lines shown (%d of %d bytes); read the rest with the read tool]",
 		shown, lines, len(cut), len(text))
-}
-
-func nthIndex(s string, c byte, n int) int {
-	off := 0
-	for {
-		i := strings.IndexByte(s[off:], c)
-		if i < 0 {
-			return -1
-		}
-		n--
-		if n == 0 {
-			return off + i
-		}
-		off += i + 1
-	}
 }
 
 // allowed is the action the rules give the needs: deny when one is

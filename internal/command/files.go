@@ -3,13 +3,13 @@ package command
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/agentd/agentd/internal/smallfile"
 )
 
 // Command files are read through an os.Root: a project's command folders
@@ -78,7 +78,7 @@ func (s Set) load(f folder) error {
 		if d.IsDir() || path.Ext(p) != ".md" {
 			return nil
 		}
-		data, err := readFile(root, p)
+		data, err := smallfile.ReadIn(root, p, MaxFileBytes)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("command file %s: %w", filepath.Join(f.root, p), err))
 			return nil
@@ -96,28 +96,4 @@ func (s Set) load(f folder) error {
 		errs = append(errs, fmt.Errorf("load commands from %s: %w", f, err))
 	}
 	return errors.Join(errs...)
-}
-
-// readFile reads a regular file of root, at most MaxFileBytes.
-func readFile(root *os.Root, p string) ([]byte, error) {
-	fh, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("over the limit of %d bytes", MaxFileBytes)
-	}
-	return data, nil
 }

@@ -211,6 +211,20 @@ type Part struct {
 	Metadata map[string]any
 }
 
+// ReasoningMetadata is the metadata of a reasoning part that the provider
+// signed with sig, where opencode keeps the signature (by provider).
+func ReasoningMetadata(sig string) map[string]any {
+	return map[string]any{"anthropic": map[string]any{"signature": sig}}
+}
+
+// ReasoningSignature is the provider's signature held in a reasoning
+// part's metadata md ("" for none: such reasoning is not sent back).
+func ReasoningSignature(md map[string]any) string {
+	an, _ := md["anthropic"].(map[string]any)
+	sig, _ := an["signature"].(string)
+	return sig
+}
+
 // agentdMetaKey is the metadata key under which agentd's own part data
 // travels.
 const agentdMetaKey = "agentd"

@@ -1,18 +1,18 @@
-// Package credential keeps the providers' API keys that clients give the
-// server: opencode's PUT /auth/{id} (the TUI's /connect) and opencode 2's
-// integrations. They live in a file of the server's own (JSON, mode 0600,
-// written atomically: a temporary file in the same folder, synced, renamed
-// over the old one, the folder synced), which the tools' sandbox hides and
-// which no answer, log line or tool environment ever shows: a key leaves
-// the store only toward its provider (config.BuildWith).
+// Package credential keeps the providers' API keys and logins that clients
+// give the server: opencode's PUT /auth/{id} (the TUI's /connect, plugins'
+// OAuth callbacks) and opencode 2's integrations. A single node keeps them
+// in a file of the server's own (JSON, mode 0600, written atomically: a
+// temporary file in the same folder, synced, renamed over the old one, the
+// folder synced), which the tools' sandbox hides. The nodes of a cluster
+// keep them in their shared database (Share): every node reads and writes
+// the same entries and hears of the others' changes. Either way no answer,
+// log line or tool environment ever shows a key: a key leaves the store
+// only toward its provider (config.BuildWith).
 package credential
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -57,11 +57,22 @@ const (
 // ErrInvalid is a provider id or key the store refuses.
 var ErrInvalid = errors.New("invalid credential")
 
-// Store is the credential file and what it holds.
+// Store is the credentials: a file, or a shared database once Share has
+// moved them there; it holds what they hold in memory, which every read
+// answers from.
 type Store struct {
 	path string
-	mu   sync.Mutex
-	m    map[string]Entry
+	// wmu orders the changes and the reloads, and is held through their
+	// writes and reads of the file or database; mu guards m only, so that
+	// a read (a model call asking for its key) never waits on them. m is
+	// replaced, never changed in place, and only under both.
+	wmu sync.Mutex
+	mu  sync.Mutex
+	m   map[string]Entry
+	// shared is the database once Share has run; unwatch stops hearing
+	// of its changes.
+	shared  Shared
+	unwatch func()
 
 	watchMu  sync.Mutex
 	watchers map[int]func(Change)
@@ -76,9 +87,14 @@ type Change struct {
 }
 
 // Watch calls fn after each change of a provider's kind of credential
-// (a login, a key stored or forgotten), in the goroutine that made it,
-// once the file holds it: a server that lists providers follows the
-// store with it. The returned func stops the calls.
+// (a login, a key stored or forgotten), once the store holds it: in the
+// goroutine that made it, or, for another node's change on a shared
+// database, in the goroutine that heard of it (Share). Another node's
+// changes are what differs between two reads of the database, so changes
+// it made in quick succession may be heard as one (a key stored and then
+// forgotten: nothing). A server that lists providers follows the store
+// with it, reading the store anew at each call. The returned func stops
+// the calls.
 func (s *Store) Watch(fn func(Change)) (stop func()) {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
@@ -127,30 +143,14 @@ func (s *Store) notify(was, now map[string]Entry) {
 // Open reads the credential file at path (none yet is an empty store) and
 // makes it readable by its owner only.
 func Open(path string) (*Store, error) {
-	s := &Store{path: path, m: map[string]Entry{}}
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return s, nil
-	case err != nil:
-		return nil, fmt.Errorf("read credentials %s: %w", path, err)
+	m, err := readFile(path)
+	if err != nil {
+		return nil, err
 	}
-	if json.Unmarshal(b, &s.m) != nil {
-		// The decoder's error may quote the file: it is not repeated.
-		return nil, fmt.Errorf("read credentials %s: not a credential file (malformed JSON)", path)
-	}
-	if s.m == nil {
-		s.m = map[string]Entry{}
-	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(path, 0o600); err != nil {
-			return nil, fmt.Errorf("credentials %s are readable by others and cannot be made private: %w", path, err)
-		}
-	}
-	return s, nil
+	return &Store{path: path, m: m}, nil
 }
 
-// Path is the credential file.
+// Path is the credential file (once Share has run, the one it imported).
 func (s *Store) Path() string { return s.path }
 
 // Key returns a provider's stored key and its label ("" when none).
@@ -188,12 +188,11 @@ func (s *Store) Put(id string, e Entry) error {
 		return fmt.Errorf("%w: type %q: want api, wellknown or oauth", ErrInvalid, e.Type)
 	}
 	e.Time = time.Now().UnixMilli()
-	return s.change(func(m map[string]Entry) bool {
+	return s.change(id, func(cur Entry, _ bool) (Entry, bool, bool) {
 		if e.Label == "" {
-			e.Label = m[id].Label
+			e.Label = cur.Label
 		}
-		m[id] = e
-		return true
+		return e, true, true
 	})
 }
 
@@ -229,22 +228,16 @@ func (s *Store) Set(id, key, label string) error {
 	if key == "" || len(key) > maxKey || strings.ContainsAny(key, "\r\n\x00") {
 		return fmt.Errorf("%w: the key must be one line of at most %d bytes", ErrInvalid, maxKey)
 	}
-	return s.change(func(m map[string]Entry) bool {
-		m[id] = Entry{Type: "api", Key: key, Label: label, Time: time.Now().UnixMilli()}
-		return true
-	})
+	e := Entry{Type: "api", Key: key, Label: label, Time: time.Now().UnixMilli()}
+	return s.change(id, func(Entry, bool) (Entry, bool, bool) { return e, true, true })
 }
 
 // Label renames a provider's stored key; false when it has none.
 func (s *Store) Label(id, label string) (bool, error) {
 	found := false
-	err := s.change(func(m map[string]Entry) bool {
-		e, ok := m[id]
-		if ok {
-			e.Label, found = label, true
-			m[id] = e
-		}
-		return ok
+	err := s.change(id, func(e Entry, ok bool) (Entry, bool, bool) {
+		e.Label, found = label, ok
+		return e, true, ok
 	})
 	return found, err
 }
@@ -252,84 +245,55 @@ func (s *Store) Label(id, label string) (bool, error) {
 // Remove forgets a provider's stored key; false when it had none.
 func (s *Store) Remove(id string) (bool, error) {
 	found := false
-	err := s.change(func(m map[string]Entry) bool {
-		_, found = m[id]
-		delete(m, id)
-		return found
+	err := s.change(id, func(e Entry, ok bool) (Entry, bool, bool) {
+		found = ok
+		return e, false, ok
 	})
 	return found, err
 }
 
-// change applies fn to a copy of the entries and, when fn changed them,
-// writes the file and then keeps the copy: the file and the store never
-// disagree.
-func (s *Store) change(fn func(map[string]Entry) bool) error {
-	s.mu.Lock()
-	was, err := s.changeLocked(fn)
-	now := s.m
-	s.mu.Unlock()
-	if err == nil && was != nil {
-		s.notify(was, now)
-	}
-	return err
-}
+// edit is one change of one provider's entry: given the entry as the
+// store holds it (ok false when none), it returns the next one, keep
+// false to forget it, and write false when nothing changes.
+type edit func(cur Entry, ok bool) (next Entry, keep, write bool)
 
-// changeLocked is change under the lock: it returns the entries before
-// the change (nil when nothing changed).
-func (s *Store) changeLocked(fn func(map[string]Entry) bool) (map[string]Entry, error) {
-	next := make(map[string]Entry, len(s.m)+1)
-	for k, v := range s.m {
-		next[k] = v
+// change applies fn to provider id's entry where the entries live (the
+// file, or the shared database, where fn sees the entry as the database
+// holds it), then keeps the result in memory and tells the watchers: the
+// store and what it reads from never disagree.
+func (s *Store) change(id string, fn edit) error {
+	s.wmu.Lock()
+	var next Entry
+	var keep, wrote bool
+	var err error
+	if s.shared != nil {
+		next, keep, wrote, err = s.changeShared(id, fn)
+	} else {
+		next, keep, wrote, err = s.changeFile(id, fn)
 	}
-	if !fn(next) {
-		return nil, nil
-	}
-	b, err := json.MarshalIndent(next, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := writeAtomic(s.path, b); err != nil {
-		return nil, fmt.Errorf("write credentials %s: %w", s.path, err)
+	if err != nil || !wrote {
+		s.wmu.Unlock()
+		return err
 	}
 	was := s.m
-	s.m = next
-	return was, nil
+	now := make(map[string]Entry, len(was)+1)
+	for k, v := range was {
+		now[k] = v
+	}
+	if keep {
+		now[id] = next
+	} else {
+		delete(now, id)
+	}
+	s.setM(now)
+	s.wmu.Unlock()
+	s.notify(was, now)
+	return nil
 }
 
-// writeAtomic replaces path with data, mode 0600, all or nothing.
-func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+// setM replaces the entries in memory, under s.wmu.
+func (s *Store) setM(m map[string]Entry) {
+	s.mu.Lock()
+	s.m = m
+	s.mu.Unlock()
 }

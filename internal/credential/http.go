@@ -32,7 +32,7 @@ type authBody struct {
 func (s *Store) Routes() []server.Route {
 	return []server.Route{
 		{Method: "PUT", Pattern: "/auth/{providerID}", Tag: "opencode", Handler: s.put,
-			Summary: "Store a provider's API key (the credential file); a provider configured without a key uses it.",
+			Summary: "Store a provider's API key (the credential store, the cluster's on PostgreSQL); a provider configured without a key uses it.",
 			Doc:     server.RouteDoc{Body: authBody{}, Resp: true}},
 		{Method: "DELETE", Pattern: "/auth/{providerID}", Tag: "opencode", Handler: s.remove,
 			Summary: "Forget a provider's stored key.", Doc: server.RouteDoc{Resp: true}},

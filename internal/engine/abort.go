@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -122,29 +123,11 @@ func (e *Engine) abortRun(ctx context.Context, runID string, reason core.EndReas
 // summary, git processes) is done; or until the execution stopped (done),
 // then reporting whether the run ended.
 func (e *Engine) awaitEnd(ctx context.Context, runID string, done <-chan struct{}, deadline <-chan time.Time) (bool, error) {
-	var changed <-chan struct{}
-	for {
-		run, err := e.st.Run(ctx, runID)
-		if err != nil || core.TerminalState(run.State) {
-			return err == nil, err
-		}
-		if changed == nil {
-			// Watched from here on: the run's end commits after this read.
-			changed = e.hub.Watch(run.SessionID)
-			continue
-		}
-		select {
-		case <-changed:
-			changed = e.hub.Watch(run.SessionID)
-		case <-done:
-			run, err := e.st.Run(ctx, runID)
-			return err == nil && core.TerminalState(run.State), err
-		case <-deadline:
-			return false, fmt.Errorf("abort run %s: run did not stop", runID)
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
+	run, err := e.awaitRun(ctx, runID, runWake{session: true, done: done, deadline: deadline})
+	if errors.Is(err, errRunGoesOn) {
+		return false, fmt.Errorf("abort run %s: %w", runID, err)
 	}
+	return err == nil && core.TerminalState(run.State), err
 }
 
 // abortElsewhere ends a run that executes on another node, or on none (its

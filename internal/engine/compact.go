@@ -108,21 +108,15 @@ func (r *runner) setPhase(ctx context.Context, phase core.Phase) error {
 	return r.setState(ctx, func(run *core.Run) error { run.Phase = phase; return nil })
 }
 
-// view returns the messages the model currently sees, whole, and the
-// session's latest completed compaction (nil for none).
+// view returns the messages the model currently sees, whole: those the
+// session's latest completed compaction keeps, or all.
 func (r *runner) view(ctx context.Context) ([]core.MessageWithParts, error) {
 	msgs, err := r.e.st.Messages(ctx, r.run.SessionID, store.MessageQuery{})
 	if err != nil {
 		return nil, err
 	}
 	if c := modelview.Latest(msgs); c != nil {
-		keep := msgs[:0]
-		for _, m := range msgs {
-			if c.Keeps(m) {
-				keep = append(keep, m)
-			}
-		}
-		msgs = keep
+		msgs = c.Kept(msgs)
 	}
 	return msgs, nil
 }

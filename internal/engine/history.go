@@ -33,9 +33,9 @@ func (r *runner) history(ctx context.Context) ([]llm.Message, string, error) {
 	}
 	var out []llm.Message
 	var parent string
-	if modelview.Latest(msgs) != nil {
+	if c := modelview.Latest(msgs); c != nil {
 		// Compacted during this run: the summary replaces the prefix.
-		out, parent = modelview.Compose(r.run.ID, msgs, nil)
+		out, parent = modelview.ComposeAfter(c, r.run.ID, msgs, nil)
 	} else {
 		if r.prefix == nil {
 			var at int64 // the run's first message's position, when read

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/agentd/agentd/internal/core"
+	"github.com/agentd/agentd/internal/textcut"
 	"github.com/agentd/agentd/internal/tool"
 )
 
@@ -22,21 +22,10 @@ const (
 // the whole of it under the output directory and saying where.
 func (r *runner) bound(p *core.Part, res tool.Result) tool.Result {
 	out := res.Output
-	lines := strings.Count(out, "\n") + 1
-	if len(out) <= maxOutputBytes && lines <= maxOutputLines {
+	cut, lines, shown, ok := textcut.Head(out, maxOutputLines, maxOutputBytes)
+	if !ok {
 		return res
 	}
-	cut := out
-	if i := nthIndex(cut, '\n', maxOutputLines); i >= 0 {
-		cut = cut[:i]
-	}
-	if len(cut) > maxOutputBytes {
-		cut = cut[:maxOutputBytes]
-		if i := strings.LastIndexByte(cut, '\n'); i > 0 {
-			cut = cut[:i]
-		}
-	}
-	shown := strings.Count(cut, "\n") + 1
 	if res.Metadata == nil {
 		res.Metadata = map[string]any{}
 	}
@@ -66,17 +55,4 @@ func (r *runner) saveOutput(p *core.Part, out string) (string, error) {
 		return "", err
 	}
 	return path, nil
-}
-
-// nthIndex returns the index of the n-th occurrence of c in s, or -1.
-func nthIndex(s string, c byte, n int) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			n--
-			if n == 0 {
-				return i
-			}
-		}
-	}
-	return -1
 }

@@ -148,6 +148,36 @@ func rejected(message string) (*tool.Result, error) {
 	return nil, &rejectedError{res: tool.Errorf("The user rejected permission to use this specific tool call.")}
 }
 
+// writeAsked records in tx that the run waits for an ask (what: the
+// "waiting" of the call's metadata) and the ask's event.
+func (r *runner) writeAsked(ctx context.Context, tx store.Tx, p *core.Part, phase core.Phase, what, event string, ask any) error {
+	run, err := tx.Run(ctx, r.run.ID)
+	if err != nil {
+		return err
+	}
+	run.Phase = phase
+	w := writer{ctx: ctx, tx: tx}
+	if p.State.Status == core.ToolPending {
+		// Clients show a call's input from its running state, and
+		// opencode's ask dialogs look for it there: the call is shown
+		// running, marked as not started, before the ask.
+		waiting := *p
+		waiting.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: r.e.now()},
+			Metadata: map[string]any{waitingKey: map[string]any{"waiting": what}}}
+		w.part(waiting)
+		if w.err == nil {
+			*p = waiting
+		}
+	}
+	w.event(p.SessionID, event, ask)
+	w.run(run)
+	w.status(run.SessionID, core.StatusOf(&run, nil))
+	if w.err == nil {
+		r.run = run
+	}
+	return w.err
+}
+
 // askMetadata is a request's metadata: the need's, and its Detail,
 // computed here, outside any transaction.
 func askMetadata(need tool.Need) map[string]any {
@@ -192,31 +222,7 @@ func (r *runner) ask(ctx context.Context, p *core.Part, need tool.Need) (core.Pe
 		if err := tx.PutPermission(ctx, req); err != nil {
 			return err
 		}
-		run, err := tx.Run(ctx, r.run.ID)
-		if err != nil {
-			return err
-		}
-		run.Phase = core.PhaseWaitingPermission
-		w := writer{ctx: ctx, tx: tx}
-		if p.State.Status == core.ToolPending {
-			// Clients show a call's input from its running state, and
-			// opencode's ask dialogs look for it there: the call is
-			// shown running, marked as not started, before the ask.
-			waiting := *p
-			waiting.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()},
-				Metadata: map[string]any{waitingKey: map[string]any{"waiting": "permission"}}}
-			w.part(waiting)
-			if w.err == nil {
-				*p = waiting
-			}
-		}
-		w.event(p.SessionID, core.EventPermissionAsked, req.Opencode())
-		w.run(run)
-		w.status(run.SessionID, core.StatusOf(&run, nil))
-		if w.err == nil {
-			r.run = run
-		}
-		return w.err
+		return r.writeAsked(ctx, tx, p, core.PhaseWaitingPermission, "permission", core.EventPermissionAsked, req.Opencode())
 	})
 	if err != nil {
 		return req, err

@@ -49,28 +49,7 @@ func (r *runner) askQuestion(ctx context.Context, p *core.Part) (tool.Result, er
 		if err := tx.PutQuestion(ctx, q); err != nil {
 			return err
 		}
-		run, err := tx.Run(ctx, r.run.ID)
-		if err != nil {
-			return err
-		}
-		run.Phase = core.PhaseWaitingQuestion
-		w := writer{ctx: ctx, tx: tx}
-		if p.State.Status == core.ToolPending {
-			waiting := *p
-			waiting.State = core.ToolState{Status: core.ToolRunning, Input: p.State.Input, Time: core.PartTime{Start: e.now()},
-				Metadata: map[string]any{waitingKey: map[string]any{"waiting": "question"}}}
-			w.part(waiting)
-			if w.err == nil {
-				*p = waiting
-			}
-		}
-		w.event(p.SessionID, core.EventQuestionAsked, q.Opencode())
-		w.run(run)
-		w.status(run.SessionID, core.StatusOf(&run, nil))
-		if w.err == nil {
-			r.run = run
-		}
-		return w.err
+		return r.writeAsked(ctx, tx, p, core.PhaseWaitingQuestion, "question", core.EventQuestionAsked, q.Opencode())
 	})
 	if err != nil {
 		return tool.Result{}, err

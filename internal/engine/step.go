@@ -194,7 +194,7 @@ func (r *runner) delta(ctx context.Context, kind, text string) error {
 // reasoning in later steps.
 func (r *runner) signReasoning(sig string) {
 	if st := r.step.reasoning; st != nil {
-		st.part.Metadata = map[string]any{"anthropic": map[string]any{"signature": sig}}
+		st.part.Metadata = core.ReasoningMetadata(sig)
 	}
 }
 

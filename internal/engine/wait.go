@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/agentd/agentd/internal/core"
@@ -36,34 +37,61 @@ func (e *Engine) WaitRun(ctx context.Context, runID string) (core.Run, error) {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// A run that ends here wakes its waiters (runEnded). One that ends on
+	// another node is seen through its session's state events; watching
+	// the whole log would wake every waiter on every commit, and watching
+	// the session on a single node would wake them at each of the run's
+	// phases.
+	return e.awaitRun(ctx, runID, runWake{
+		session: e.cfg.Leaser != nil,
+		wake:    w.ch,
+		tick:    tick.C,
+	})
+}
+
+// runWake names what wakes awaitRun to read the run again; a nil channel
+// never does.
+type runWake struct {
+	session  bool             // each commit to the run's session
+	wake     <-chan struct{}  // the run's end counted here (runEnded)
+	tick     <-chan time.Time // a poll
+	done     <-chan struct{}  // the execution stopped: read once more and return
+	deadline <-chan time.Time // give up with errRunGoesOn
+}
+
+// errRunGoesOn is awaitRun's answer when its deadline passed first.
+var errRunGoesOn = errors.New("run did not stop")
+
+// awaitRun reads the run until the store holds it terminal, and returns
+// it. It also returns, with the run as read then, once w.done closed,
+// w.deadline passed (errRunGoesOn) or ctx ended.
+func (e *Engine) awaitRun(ctx context.Context, runID string, w runWake) (core.Run, error) {
 	var sessionID string
 	for {
-		// A run that ends here wakes its waiters (runEnded). One that
-		// ends on another node is seen through its session's state
-		// events; watching the whole log would wake every waiter on
-		// every commit, and watching the session on a single node would
-		// wake them at each of the run's phases.
 		var changed <-chan struct{}
 		if sessionID != "" {
 			changed = e.hub.Watch(sessionID)
 		}
 		run, err := e.st.Run(ctx, runID)
-		if err != nil {
+		if err != nil || core.TerminalState(run.State) {
 			return run, err
 		}
-		if core.TerminalState(run.State) {
-			return run, nil
-		}
-		if sessionID == "" && e.cfg.Leaser != nil {
+		if sessionID == "" && w.session {
+			// Watched from here on: the run's end commits after the
+			// next read.
 			sessionID = run.SessionID
 			continue
 		}
 		select {
 		case <-ctx.Done():
 			return run, ctx.Err()
-		case <-w.ch:
+		case <-w.wake:
 		case <-changed:
-		case <-tick.C:
+		case <-w.tick:
+		case <-w.done:
+			return e.st.Run(ctx, runID)
+		case <-w.deadline:
+			return run, errRunGoesOn
 		}
 	}
 }

@@ -84,6 +84,20 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
+// FromSDK builds an APIError from a provider SDK's error answer: its
+// status, message (the error's text, err, when it has none), response
+// (nil when there is none) and raw JSON body.
+func FromSDK(status int, msg string, err error, resp *http.Response, raw string) *APIError {
+	var h http.Header
+	if resp != nil {
+		h = resp.Header
+	}
+	if msg == "" {
+		msg = err.Error()
+	}
+	return FromHTTP(status, msg, h, raw, time.Now())
+}
+
 // FromTransport classifies an error that happened on the way to the
 // provider or while reading its stream.
 func FromTransport(err error) error {

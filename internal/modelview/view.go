@@ -44,6 +44,18 @@ type Compaction struct {
 // Keeps reports whether m is kept after the compaction.
 func (c *Compaction) Keeps(m core.MessageWithParts) bool { return m.Info.Seq >= c.KeepFrom }
 
+// Kept returns, in a new slice, the messages of msgs kept after the
+// compaction.
+func (c *Compaction) Kept(msgs []core.MessageWithParts) []core.MessageWithParts {
+	var keep []core.MessageWithParts
+	for _, m := range msgs {
+		if c.Keeps(m) {
+			keep = append(keep, m)
+		}
+	}
+	return keep
+}
+
 // Latest finds the newest compaction of msgs whose summary was completed;
 // one cut off by a crash or a failure does not count. It returns nil when
 // there is none.
@@ -109,32 +121,23 @@ func isCompactionMessage(m core.MessageWithParts) bool {
 // parts) asks for a compaction: such messages have the compaction agent.
 func IsCompactionRequest(m core.Message) bool { return m.Agent == CompactionAgent }
 
-// reasoningSignature is the signature a provider gave a reasoning part
-// ("" for none: such reasoning is not sent back).
-func reasoningSignature(p core.Part) string {
-	an, _ := p.Metadata["anthropic"].(map[string]any)
-	sig, _ := an["signature"].(string)
-	return sig
-}
-
 // Compose is the model's view of msgs: when they hold a completed
 // compaction, its summary and the messages from its tail on; otherwise
 // all of them. It returns the id of the latest user message of run runID.
 func Compose(runID string, msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
-	c := Latest(msgs)
+	return ComposeAfter(Latest(msgs), runID, msgs, out)
+}
+
+// ComposeAfter is Compose for a caller that has looked up msgs' latest
+// compaction already: c is Latest(msgs).
+func ComposeAfter(c *Compaction, runID string, msgs []core.MessageWithParts, out []llm.Message) ([]llm.Message, string) {
 	if c == nil {
 		return Convert(runID, msgs, out)
 	}
 	out = append(out,
 		llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: summaryQuestion}}, From: c.Request},
 		llm.Message{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentText, Text: c.Summary}}, From: c.Answer})
-	var keep []core.MessageWithParts
-	for _, m := range msgs {
-		if c.Keeps(m) {
-			keep = append(keep, m)
-		}
-	}
-	return Convert(runID, keep, out)
+	return Convert(runID, c.Kept(msgs), out)
 }
 
 // Convert appends the model's view of msgs to out (compactions apart) and
@@ -196,7 +199,7 @@ func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID, Part: textInfo(p)})
 			}
 		case core.PartReasoning:
-			if sig := reasoningSignature(p); sig != "" {
+			if sig := core.ReasoningSignature(p.Metadata); sig != "" {
 				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig, PartID: p.ID,
 					Part: textInfo(p)})
 			}

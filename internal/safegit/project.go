@@ -1,16 +1,15 @@
 package safegit
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/agentd/agentd/internal/smallfile"
 )
 
 // ErrNoRepo is returned by Project for a directory in no git repository
@@ -82,7 +81,7 @@ func gitDirs(root string) (gitDir, common string, err error) {
 	}
 	gitDir = dotGit
 	if !st.IsDir() {
-		b, err := readSmall(dotGit)
+		b, err := smallfile.ReadNoFollow(dotGit)
 		d, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
 		if err != nil || !ok {
 			return "", "", ErrNoRepo
@@ -90,7 +89,7 @@ func gitDirs(root string) (gitDir, common string, err error) {
 		gitDir = absFrom(root, strings.TrimSpace(d))
 	}
 	common = gitDir
-	if b, err := readSmall(filepath.Join(gitDir, "commondir")); err == nil {
+	if b, err := smallfile.ReadNoFollow(filepath.Join(gitDir, "commondir")); err == nil {
 		common = absFrom(gitDir, strings.TrimSpace(string(b)))
 	}
 	for _, d := range []string{gitDir, common} {
@@ -111,7 +110,7 @@ func absFrom(base, p string) string {
 // build fills the private git directory: HEAD copied, refs linked, and a
 // configuration written from the project's plain values.
 func (r *Repo) build(ctx context.Context, gitDir, common string) error {
-	head, err := readSmall(filepath.Join(gitDir, "HEAD"))
+	head, err := smallfile.ReadNoFollow(filepath.Join(gitDir, "HEAD"))
 	if err != nil {
 		return ErrNoRepo
 	}
@@ -233,22 +232,4 @@ func (r *Repo) projectValues(ctx context.Context, file string) ([]byte, error) {
 		}
 	}
 	return []byte(b.String()), nil
-}
-
-// readSmall reads a small regular file of a git directory without
-// following a link or waiting on a FIFO the model may have put there.
-func readSmall(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", p)
-	}
-	return io.ReadAll(io.LimitReader(bufio.NewReader(f), 64<<10))
 }

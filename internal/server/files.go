@@ -132,13 +132,24 @@ func (s *Server) fileContent(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) fileStatus(w http.ResponseWriter, r *http.Request) *apiError {
-	dir, e := s.fileDir(r)
+	changes, e := s.visibleChanges(r)
 	if e != nil {
 		return e
 	}
+	writeJSON(w, http.StatusOK, changes)
+	return nil
+}
+
+// visibleChanges is the git status of the request's directory less the
+// paths the operator's read rules hide there.
+func (s *Server) visibleChanges(r *http.Request) ([]workspace.Change, *apiError) {
+	dir, e := s.fileDir(r)
+	if e != nil {
+		return nil, e
+	}
 	changes, err := workspace.Status(r.Context(), dir)
 	if err != nil {
-		return fileErr(err, dir)
+		return nil, fileErr(err, dir)
 	}
 	// git names paths from the repository's root.
 	rr, root := s.readRules(dir), dir
@@ -151,8 +162,7 @@ func (s *Server) fileStatus(w http.ResponseWriter, r *http.Request) *apiError {
 			out = append(out, c)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 // searchLimit reads ?limit= (1 to 200, default def).

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 
 	"github.com/agentd/agentd/internal/core"
-	"github.com/agentd/agentd/internal/vcs"
 	"github.com/agentd/agentd/internal/workspace"
 )
 
@@ -48,23 +46,12 @@ func (s *Server) hiddenIn(dir string) func(rel string) bool {
 }
 
 func (s *Server) vcsStatus(w http.ResponseWriter, r *http.Request) *apiError {
-	dir, e := s.fileDir(r)
+	changes, e := s.visibleChanges(r)
 	if e != nil {
 		return e
 	}
-	changes, err := workspace.Status(r.Context(), dir)
-	if err != nil {
-		return fileErr(err, dir)
-	}
-	rr, root := s.readRules(dir), dir
-	if rt, ok := vcs.Root(dir); ok {
-		root = rt
-	}
 	out := []vcsStatusJSON{}
 	for _, c := range changes {
-		if rel, err := filepath.Rel(dir, filepath.Join(root, c.Path)); err == nil && rr.hidden(filepath.ToSlash(rel)) {
-			continue
-		}
 		out = append(out, vcsStatusJSON{File: c.Path, Additions: c.Added, Deletions: c.Removed, Status: c.Status})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -14,8 +13,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 
+	"github.com/agentd/agentd/internal/smallfile"
 	"github.com/agentd/agentd/internal/vcs"
 )
 
@@ -209,7 +208,7 @@ func (c *Catalog) load(files []file, proj bool) map[string]Skill {
 			}
 			roots[f.f.root] = root
 		}
-		data, err := readFile(root, f.p)
+		data, err := smallfile.ReadIn(root, f.p, MaxFileBytes)
 		if err == nil {
 			var s Skill
 			if s, err = Parse(data); err == nil {
@@ -312,28 +311,4 @@ func fingerprint(files []file) string {
 		fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\n", f.f.root, f.p, f.size, f.mod)
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// readFile reads a regular file of root, at most MaxFileBytes.
-func readFile(root *os.Root, p string) ([]byte, error) {
-	fh, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("over the limit of %d bytes", MaxFileBytes)
-	}
-	return data, nil
 }

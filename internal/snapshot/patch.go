@@ -122,6 +122,17 @@ func (s *Store) DiffEach(ctx context.Context, dir, from, to string, fn func(File
 	}
 	c := s.cmd(w, "diff-tree", "-r", "-p", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
 		"--src-prefix=a/", "--dst-prefix=b/", from, to)
+	return StreamPatch(ctx, c, "git diff-tree", DefaultLimits, fn, func(err error) error {
+		return s.gone(ctx, w, err, from, to)
+	})
+}
+
+// StreamPatch runs c, a git command that writes a unified diff (what
+// names it in an error of its start), and hands each file to fn as
+// ParsePatch does with lim. An error of the reading or of fn is
+// returned; git's own failure (safegit.Failure), once all was read, goes
+// through failed when it is not nil.
+func StreamPatch(ctx context.Context, c safegit.Cmd, what string, lim Limits, fn func(FileDiff) error, failed func(error) error) error {
 	gitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cmd, err := safegit.Command(gitCtx, c)
@@ -135,9 +146,9 @@ func (s *Store) DiffEach(ctx context.Context, dir, from, to string, fn func(File
 		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("git diff-tree: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	perr := parsePatch(stdout, fn)
+	perr := ParsePatch(stdout, lim, fn)
 	if perr != nil {
 		cancel() // nothing more is read: git must not wait on the pipe
 	}
@@ -145,10 +156,14 @@ func (s *Store) DiffEach(ctx context.Context, dir, from, to string, fn func(File
 	if perr != nil {
 		return perr
 	}
-	if werr != nil {
-		return s.gone(ctx, w, safegit.Failure(c.Args, werr, stderr.Bytes()), from, to)
+	if werr == nil {
+		return nil
 	}
-	return nil
+	err = safegit.Failure(c.Args, werr, stderr.Bytes())
+	if failed != nil {
+		err = failed(err)
+	}
+	return err
 }
 
 // patchParser splits git's unified diff into files as it reads it,

@@ -187,7 +187,8 @@ func TestAttributeValues(t *testing.T) {
 
 // TestWireMatchesGeneratedTypes encodes spans of every shape (kinds,
 // statuses, events, links, trace state and flags, two scopes, every
-// attribute type) by hand and through the generated OTLP types, and
+// attribute type, equal resources of two providers and another resource)
+// by hand and through the generated OTLP types, and
 // requires the same message once decoded.
 func TestWireMatchesGeneratedTypes(t *testing.T) {
 	t.Parallel()
@@ -212,6 +213,17 @@ func TestWireMatchesGeneratedTypes(t *testing.T) {
 	child.End()
 	_, plain := tp.Tracer("one", trace.WithInstrumentationVersion("v1")).Start(context.Background(), "")
 	plain.End()
+	// Spans of a resource equal to the first behind another pointer, and
+	// of another resource.
+	for _, r := range []*resource.Resource{
+		resource.NewWithAttributes("https://schema.example/1", attribute.Int("pid", 42), attribute.String("service.name", "agentd")),
+		resource.NewSchemaless(attribute.String("service.name", "other")),
+	} {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(r))
+		defer tp.Shutdown(context.Background())
+		_, s := tp.Tracer("two").Start(context.Background(), "elsewhere")
+		s.End()
+	}
 	root.End()
 	spans := rec.Ended()
 	var got tracepb.TracesData

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	sdkresource "go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -86,14 +87,22 @@ func encodeTraces(spans []sdktrace.ReadOnlySpan) []byte {
 	}
 	var order []*resource
 	byKey := map[string]*resource{}
+	// The spans of one provider share its resource: encoding its
+	// attributes into the grouping key once per resource, not per span,
+	// is most of what grouping costs. Equal resources behind other
+	// pointers still meet under their key.
+	byRes := map[*sdkresource.Resource]*resource{}
 	for _, s := range spans {
 		res := s.Resource()
-		rk := res.Encoded(attribute.DefaultEncoder())
-		r := byKey[rk]
+		r := byRes[res]
 		if r == nil {
-			r = &resource{res: res.Attributes(), schema: res.SchemaURL(), byKey: map[string]*scope{}}
-			byKey[rk] = r
-			order = append(order, r)
+			rk := res.Encoded(attribute.DefaultEncoder())
+			if r = byKey[rk]; r == nil {
+				r = &resource{res: res.Attributes(), schema: res.SchemaURL(), byKey: map[string]*scope{}}
+				byKey[rk] = r
+				order = append(order, r)
+			}
+			byRes[res] = r
 		}
 		is := s.InstrumentationScope()
 		sk := is.Name + "\x00" + is.Version

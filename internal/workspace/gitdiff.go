@@ -228,33 +228,7 @@ func (p *project) parse(ctx context.Context, priv *privateIndex, lim snapshot.Li
 	if priv != nil {
 		c = priv.cmd(c)
 	}
-	gitCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd, err := safegit.Command(gitCtx, c)
-	if err != nil {
-		return err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = safegit.Stderr(&stderr)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("git diff: %w", err)
-	}
-	perr := snapshot.ParsePatch(stdout, lim, fn)
-	if perr != nil {
-		cancel()
-	}
-	werr := cmd.Wait()
-	if perr != nil {
-		return perr
-	}
-	if werr != nil {
-		return safegit.Failure(c.Args, werr, stderr.Bytes())
-	}
-	return nil
+	return snapshot.StreamPatch(ctx, c, "git diff", lim, fn, nil)
 }
 
 // branchBase is where the checked-out branch left the default branch:

@@ -21,15 +21,13 @@
 package worktree
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/agentd/agentd/internal/smallfile"
 	"github.com/agentd/agentd/internal/vcs"
 )
 
@@ -86,7 +84,7 @@ func Open(dir string) (Repo, error) {
 	if filepath.Base(filepath.Dir(admin)) != "worktrees" || filepath.Base(common) != ".git" {
 		return Repo{}, fmt.Errorf("%s names %s, which is not a linked worktree's folder: %w", dotGit, admin, ErrNotGit)
 	}
-	back, err := readSmall(filepath.Join(admin, "gitdir"))
+	back, err := smallfile.ReadNoFollow(filepath.Join(admin, "gitdir"))
 	if err != nil || filepath.Clean(strings.TrimSpace(string(back))) != dotGit {
 		return Repo{}, fmt.Errorf("%s does not name %s back: %w", admin, dotGit, ErrNotGit)
 	}
@@ -98,7 +96,7 @@ func Open(dir string) (Repo, error) {
 
 // gitdirOf reads the administrative folder a .git file names.
 func gitdirOf(dotGit string) (string, error) {
-	b, err := readSmall(dotGit)
+	b, err := smallfile.ReadNoFollow(dotGit)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", dotGit, ErrNotGit)
 	}
@@ -111,24 +109,6 @@ func gitdirOf(dotGit string) (string, error) {
 		d = filepath.Join(filepath.Dir(dotGit), d)
 	}
 	return filepath.Clean(d), nil
-}
-
-// readSmall reads a small regular file without following a link or
-// waiting on a FIFO.
-func readSmall(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", p)
-	}
-	return io.ReadAll(io.LimitReader(bufio.NewReader(f), 64<<10))
 }
 
 // real returns p with its symlinks resolved (p itself when that fails).

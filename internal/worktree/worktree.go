@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/agentd/agentd/internal/safegit"
+	"github.com/agentd/agentd/internal/smallfile"
 )
 
 // BranchPrefix starts the name of the branch of every worktree agentd
@@ -62,7 +63,7 @@ func (m *Manager) List(repo Repo) ([]Worktree, error) {
 	var out []Worktree
 	for _, e := range entries {
 		admin := filepath.Join(repo.Common, "worktrees", e.Name())
-		b, err := readSmall(filepath.Join(admin, "gitdir"))
+		b, err := smallfile.ReadNoFollow(filepath.Join(admin, "gitdir"))
 		if err != nil {
 			continue
 		}
@@ -76,7 +77,7 @@ func (m *Manager) List(repo Repo) ([]Worktree, error) {
 		}
 		w := Worktree{Name: filepath.Base(dir), Directory: dir, admin: admin,
 			Managed: m.Root != "" && real(filepath.Dir(dir)) == folder}
-		if head, err := readSmall(filepath.Join(admin, "HEAD")); err == nil {
+		if head, err := smallfile.ReadNoFollow(filepath.Join(admin, "HEAD")); err == nil {
 			w.Branch, _ = strings.CutPrefix(strings.TrimSpace(string(head)), "ref: refs/heads/")
 			if strings.HasPrefix(w.Branch, "ref:") || len(w.Branch) == len(strings.TrimSpace(string(head))) {
 				w.Branch = "" // detached

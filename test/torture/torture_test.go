@@ -52,7 +52,10 @@ func (s *server) start() {
 	cmd.Stderr = s.logFile
 	// Each step compares the transcript its run keeps with the store's
 	// (engine.Config.CheckHistory); keptMatchesStore reads the verdict.
-	cmd.Env = append(os.Environ(), "AGENTD_CHECK_HISTORY=1")
+	// agentd's configuration directory is the test's, not the user's: a
+	// node on PostgreSQL imports the credential file it finds there and
+	// sets it aside.
+	cmd.Env = append(os.Environ(), "AGENTD_CHECK_HISTORY=1", "XDG_CONFIG_HOME="+s.t.TempDir())
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}

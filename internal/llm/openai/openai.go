@@ -376,15 +376,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, emit func(llm.Ev
 func classify(err error) error {
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
-		var h http.Header
-		if apiErr.Response != nil {
-			h = apiErr.Response.Header
-		}
-		msg := apiErr.Message
-		if msg == "" {
-			msg = apiErr.Error()
-		}
-		return llm.FromHTTP(apiErr.StatusCode, msg, h, apiErr.RawJSON(), time.Now())
+		return llm.FromSDK(apiErr.StatusCode, apiErr.Message, apiErr, apiErr.Response, apiErr.RawJSON())
 	}
 	return llm.FromTransport(err)
 }

@@ -47,15 +47,21 @@ func ownerGone(prefix, me string, grace time.Duration) string {
 	if grace < 0 {
 		return "false"
 	}
+	return fmt.Sprintf(`(lease_expires_ms > 0 AND %s)`, ownerAbsent(prefix, me,
+		fmt.Sprintf(` AND a.backend_start <= now() - interval '%d milliseconds'`, grace.Milliseconds())))
+}
+
+// ownerAbsent is the SQL condition under which a run's lease owner has no
+// listening connection while this node's own (app, matching ownSince, an
+// extra condition on it in pg_stat_activity a) has one.
+func ownerAbsent(prefix, app, ownSince string) string {
 	// Both subqueries are uncorrelated: PostgreSQL reads pg_stat_activity
 	// once per statement (a hashed subplan), not once per leased run.
-	return fmt.Sprintf(`(lease_expires_ms > 0 AND left(%[1]s || lease_owner, 63) NOT IN (
+	return fmt.Sprintf(`(left(%[1]s || lease_owner, 63) NOT IN (
 			SELECT a.application_name FROM pg_stat_activity a WHERE a.datname = current_database()
 				AND a.application_name IS NOT NULL)
-		AND EXISTS (
-			SELECT 1 FROM pg_stat_activity a WHERE a.datname = current_database()
-				AND a.application_name = %[2]s AND a.backend_start <= now() - interval '%[3]d milliseconds'))`,
-		quote(prefix), quote(me), grace.Milliseconds())
+		AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = current_database()
+			AND a.application_name = %[2]s%[3]s))`, quote(prefix), quote(app), ownSince)
 }
 
 // ownerStopped is the SQL condition, on a run's lease before a claim,
@@ -73,11 +79,7 @@ func ownerGone(prefix, me string, grace time.Duration) string {
 func ownerStopped(prefix, me string, openedMS int64, grace time.Duration, ttlParam string) string {
 	absent := "false"
 	if grace >= 0 {
-		absent = fmt.Sprintf(`(left(%[1]s || lease_owner, 63) NOT IN (
-			SELECT a.application_name FROM pg_stat_activity a WHERE a.datname = current_database()
-				AND a.application_name IS NOT NULL)
-		AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname = current_database()
-			AND a.application_name = %[2]s))`, quote(prefix), quote(appName(prefix, me)))
+		absent = ownerAbsent(prefix, appName(prefix, me), "")
 	}
 	return fmt.Sprintf(`(lease_epoch > 0 AND lease_owner <> '' AND (lease_expires_ms = 0
 		OR (lease_owner <> %[1]s AND %[2]s)

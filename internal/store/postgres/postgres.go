@@ -3,8 +3,9 @@
 // (sqlstore) and adds what sharing needs: a dense event log whose order is
 // assigned after commit, so that transactions commit in parallel, and that
 // every node reads (tail.go), a wake-up channel between nodes
-// (LISTEN/NOTIFY, never the payload), and run leases with fencing
-// (lease.go).
+// (LISTEN/NOTIFY, never the payload), run leases with fencing
+// (lease.go), and the credentials clients store, which every node shares
+// (credentials.go).
 package postgres
 
 import (
@@ -77,6 +78,7 @@ type Store struct {
 	abortFn func(runID string, reason core.EndReason)
 
 	tail      tailer
+	creds     credsWatch // under hookMu, but its loop's own fields
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -152,12 +154,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("read event head: %w", storageError(err))
 	}
 	s.tail.init(last)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stop = cancel
-	s.wg.Add(3)
-	go s.tailLoop(runCtx)
-	go s.listenLoop(runCtx)
-	go s.notifyLoop(runCtx)
+	s.startLoops(ctx)
 	// Leases taken before the node's presence is visible would look like a
 	// dead node's to the others.
 	wait := time.NewTimer(5 * time.Second)
@@ -171,6 +168,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, ctx.Err()
 	}
 	return s, nil
+}
+
+// startLoops starts the store's goroutines, which Close stops: the tail,
+// the listener, the notice sender and the credential watchers' loop.
+func (s *Store) startLoops(ctx context.Context) {
+	s.creds.kick = make(chan struct{}, 1)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = cancel
+	s.wg.Add(4)
+	go s.tailLoop(runCtx)
+	go s.listenLoop(runCtx)
+	go s.notifyLoop(runCtx)
+	go s.credsLoop(runCtx)
 }
 
 // Node implements store.Leaser.

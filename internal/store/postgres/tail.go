@@ -352,6 +352,7 @@ func (s *Store) listen(ctx context.Context) error {
 	case s.tail.kick <- struct{}{}:
 	default:
 	}
+	s.kickCreds() // a change's notice may have been lost meanwhile
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -363,6 +364,12 @@ func (s *Store) listen(ctx context.Context) error {
 			s.hookMu.Unlock()
 			if fn != nil {
 				fn(runID, core.EndReason(reason))
+			}
+			continue
+		}
+		if strings.HasPrefix(n.Payload, "creds ") {
+			if n.Payload != credsPayload(s.node) {
+				s.kickCreds()
 			}
 			continue
 		}

@@ -103,19 +103,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := fill(f, data, perm); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -226,3 +214,20 @@ func (Grep) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "
 
 // Needs implements tool.Permissioned.
 func (List) Needs(call tool.Call) []tool.Need { return pathNeeds(call, "path", "list") }
+
+// fill writes data to the new file f, gives it perm, syncs and closes it
+// (closed on an error too).
+func fill(f *os.File, data []byte, perm os.FileMode) error {
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

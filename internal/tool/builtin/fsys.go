@@ -149,19 +149,7 @@ func (p place) writeAtomic(data []byte, perm os.FileMode) error {
 			p.root.Remove(tmp)
 		}
 	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := fill(f, data, perm); err != nil {
 		return err
 	}
 	if err := p.root.Rename(tmp, p.rel); err != nil {
