@@ -167,7 +167,7 @@ func (h *ocHistory) add(sessionID string, i int, m *llm.Message, info *core.Mess
 			calls[c.CallID] = o
 		case llm.ContentReasoning:
 			if c.Signature != "" && p.Metadata == nil {
-				p.Metadata = map[string]any{"anthropic": map[string]any{"signature": c.Signature}}
+				p.Metadata = core.ReasoningMetadata(c.Signature)
 			}
 		case llm.ContentImage, llm.ContentDocument:
 			p.Type, p.Text, p.Mime, p.Filename, p.URL = "file", "", c.MediaType, c.Filename, c.URL
@@ -280,8 +280,8 @@ func fromPart(p ocPart) (c, result llm.Content, ok bool) {
 	switch p.Type {
 	case "text", llm.ContentReasoning:
 		c = llm.Content{Type: p.Type, Text: p.Text}
-		if sig, ok := p.Metadata["anthropic"].(map[string]any); ok && p.Type == llm.ContentReasoning {
-			c.Signature, _ = sig["signature"].(string)
+		if p.Type == llm.ContentReasoning {
+			c.Signature = core.ReasoningSignature(p.Metadata)
 		}
 		return c, result, true
 	case "file":
