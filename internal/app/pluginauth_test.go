@@ -52,6 +52,44 @@ func authNode(t *testing.T, timeout time.Duration) (*node, *fakellm.Server, *hea
 	return n, fake, headers, logPath
 }
 
+// TestPluginAuthTitleInSessionDirectory: a session's title, asked of a
+// provider a login plugin serves, goes through the loader (and so the
+// fetch) of the plugin instance of the session's directory, as its run's
+// calls do, not the server directory's.
+func TestPluginAuthTitleInSessionDirectory(t *testing.T) {
+	t.Parallel()
+	n, fake, _, logPath := authNode(t, 5*time.Second)
+	if code := n.call("PUT", "/auth/fake", map[string]any{"type": "oauth", "refresh": "r", "access": "a", "expires": 4102444800000}, nil); code != 200 {
+		t.Fatalf("PUT /auth/fake: %d", code)
+	}
+	sess, err := n.c.CreateSession(t.Context(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := n.send(sess.ID, "reply:hello"); textOf(m) != "hello" {
+		t.Fatalf("answer = %q (%+v)", textOf(m), m.Info.Error)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !slices.ContainsFunc(fake.Recorded(), func(r fakellm.Recorded) bool { return r.Request.Purpose == "title" }) {
+		if time.Now().After(deadline) {
+			t.Fatal("no title was asked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	loaders := 0
+	for _, l := range readLog(t, logPath) {
+		if l["loader"] != nil {
+			loaders++
+			if l["dir"] != sess.Directory {
+				t.Errorf("a loader ran in the instance of %v, not of the session's directory %s", l["dir"], sess.Directory)
+			}
+		}
+	}
+	if loaders == 0 {
+		t.Error("no loader ran")
+	}
+}
+
 // storedCredential reads the node's credential file.
 func storedCredential(t *testing.T, n *node, id string) map[string]any {
 	t.Helper()

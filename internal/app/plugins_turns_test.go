@@ -160,6 +160,84 @@ func TestPluginTextCompleteAndLiveEvents(t *testing.T) {
 	}
 }
 
+// TestPluginTextCompleteNotAgainOnResume: a text part that ended before
+// its step's tool call (experimental.text.complete's text stored with it)
+// is not completed again when the run, stopped while the call runs,
+// resumes on the next node: the hook is called once for it, and the
+// stored text stays the plugin's.
+func TestPluginTextCompleteNotAgainOnResume(t *testing.T) {
+	t.Parallel()
+	n, _, logPath := turnNode(t, "turnhooks.js", "")
+	sid := n.session()
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "say:complete-me first\ntool:block:{}\nreply:after"}); err != nil {
+		t.Fatal(err)
+	}
+	n.waitToolRunning(sid)
+	n2 := n.restart()
+	if st := n2.waitIdle(sid); st.Last == nil || st.Last.Outcome != core.RunSucceeded {
+		t.Fatalf("the resumed run ended %+v", st.Last)
+	}
+	var first *core.Part
+	for _, m := range mustMessages(t, n2, sid) {
+		for i, p := range m.Parts {
+			if m.Info.Role == core.RoleAssistant && p.Type == core.PartText && strings.Contains(p.Text, "first") && first == nil {
+				first = &m.Parts[i]
+			}
+		}
+	}
+	if first == nil || first.Text != "COMPLETED BY THE PLUGIN first" {
+		t.Fatalf("the step's text part is %+v", first)
+	}
+	calls := 0
+	for _, l := range readLog(t, logPath) {
+		if l["complete"] == first.ID {
+			calls++
+		}
+	}
+	if calls != 1 {
+		t.Errorf("experimental.text.complete was called %d times for the recorded part, want 1", calls)
+	}
+}
+
+// TestPluginTitleInSessionDirectory: a session's title is asked through
+// the plugins of the session's directory, as its runs are (opencode's
+// instance is the session's): the small model the plugin picks and
+// chat.params for the title's call (agent "title") come from the
+// instance made for that directory, not the server's.
+func TestPluginTitleInSessionDirectory(t *testing.T) {
+	t.Parallel()
+	n, fake, logPath := turnNode(t, "turnhooks.js", "")
+	sess, err := n.c.CreateSession(t.Context(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.send(sess.ID, "reply:hello")
+	lines := waitLog(t, logPath, func(lines []map[string]any) bool {
+		return slices.ContainsFunc(lines, func(l map[string]any) bool { return l["params"] == "title" })
+	})
+	small := false
+	for _, l := range lines {
+		if l["small"] != nil || l["params"] == "title" {
+			small = small || l["small"] != nil
+			if l["dir"] != sess.Directory {
+				t.Errorf("the title's hook %v was asked of the instance of %v, not of the session's directory %s", l, l["dir"], sess.Directory)
+			}
+		}
+	}
+	if !small {
+		t.Errorf("experimental.provider.small_model was not asked: %v", lines)
+	}
+	var title *fakellm.Recorded
+	for _, r := range fake.Recorded() {
+		if r.Request.Purpose == "title" {
+			title = &r
+		}
+	}
+	if title == nil || !strings.Contains(string(title.Body), `"model":"small"`) {
+		t.Errorf("the title was not asked of the plugin's small model: %+v", title)
+	}
+}
+
 // TestPluginCompactionAutocontinue: after an automatic compaction the
 // run of a session whose plugin answers enabled: false ends with the
 // summary, as opencode's loop does without its continue turn; another

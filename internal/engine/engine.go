@@ -279,6 +279,9 @@ func New(st store.Store, hub *events.Hub, models Models, tools *tool.Registry, c
 	e.task = &taskTool{e: e}
 	e.titles = title.New(st, models, cfg.SmallModel, e.log)
 	e.titles.Choose = cfg.Hooks.SmallModel
+	e.titles.Prepare = func(ctx context.Context, sess core.Session, model core.ModelRef, req *llm.Request) error {
+		return cfg.Hooks.Request(ctx, plugin.StepInput{SessionID: sess.ID, Directory: sess.Directory, Agent: "title", Model: model}, req)
+	}
 	uo := undo.Options{Store: st, Snapshots: cfg.Snapshots, Shared: cfg.Leaser != nil, Grace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		Changed: e.summarizeSession}
 	if cfg.Leaser != nil {

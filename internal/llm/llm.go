@@ -54,6 +54,23 @@ type Content struct {
 	// for none). Providers never send it: plugins that see the history
 	// as opencode's messages match it with the session's record.
 	PartID string
+	// Part is what else the record's part held that plugins read (nil
+	// for a block the server made up). Providers never send it, and it
+	// is no part of the view's JSON (the engine's CheckHistory compares
+	// what the model is sent).
+	Part *PartInfo `json:"-"`
+}
+
+// PartInfo is what a block's record part held beyond the block, for the
+// plugins that see the history as opencode's parts: a text's synthetic
+// flag and metadata, a tool call's title and metadata, and the part's
+// times (a tool call's: its state's). Its maps are the record's, shared:
+// read them, never change them.
+type PartInfo struct {
+	Synthetic bool
+	Title     string
+	Metadata  map[string]any
+	Time      core.PartTime
 }
 
 // Message is one turn of the conversation.
@@ -100,8 +117,8 @@ type Request struct {
 	// ("" lets it choose).
 	ToolChoice string
 	// Directory is the session's directory, set by the plugins' hooks
-	// (package plugin) for a provider whose plugin auth loader is made per
-	// directory; "" elsewhere.
+	// (package plugin) and the title writer for a provider whose plugin
+	// auth loader is made per directory; "" elsewhere.
 	Directory string
 }
 

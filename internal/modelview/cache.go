@@ -47,9 +47,34 @@ func sizeOf(msgs []llm.Message) int {
 		}
 		for _, c := range m.Content {
 			n += 64 + len(c.Text) + len(c.Input) + len(c.Data)
+			if c.Part != nil {
+				n += 64 + len(c.Part.Title) + valueSize(c.Part.Metadata)
+			}
 		}
 	}
 	return n
+}
+
+// valueSize approximates the memory a decoded JSON value holds (a tool's
+// metadata can carry whole files: an edit's before and after).
+func valueSize(v any) int {
+	switch v := v.(type) {
+	case string:
+		return 16 + len(v)
+	case map[string]any:
+		n := 48
+		for k, x := range v {
+			n += 16 + len(k) + valueSize(x)
+		}
+		return n
+	case []any:
+		n := 24
+		for _, x := range v {
+			n += valueSize(x)
+		}
+		return n
+	}
+	return 16
 }
 
 // newEntry is the view msgs, through the message through at position

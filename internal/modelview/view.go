@@ -172,7 +172,7 @@ func appendUser(out []llm.Message, m core.MessageWithParts) []llm.Message {
 		switch p.Type {
 		case core.PartText:
 			if !p.Ignored {
-				c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
+				c = append(c, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID, Part: textInfo(p)})
 			}
 		case core.PartFile:
 			if fc, ok := fileContent(m.Parts, i); ok {
@@ -196,14 +196,16 @@ func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 		switch p.Type {
 		case core.PartText:
 			if p.Text != "" {
-				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID})
+				asst = append(asst, llm.Content{Type: llm.ContentText, Text: p.Text, PartID: p.ID, Part: textInfo(p)})
 			}
 		case core.PartReasoning:
 			if sig := core.ReasoningSignature(p.Metadata); sig != "" {
-				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig, PartID: p.ID})
+				asst = append(asst, llm.Content{Type: llm.ContentReasoning, Text: p.Text, Signature: sig, PartID: p.ID,
+					Part: textInfo(p)})
 			}
 		case core.PartTool:
-			asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input, PartID: p.ID})
+			asst = append(asst, llm.Content{Type: llm.ContentToolCall, CallID: p.CallID, Name: p.Tool, Input: p.State.Input, PartID: p.ID,
+				Part: &llm.PartInfo{Title: p.State.Title, Metadata: orNil(p.State.Metadata), Time: p.State.Time}})
 			r := toolResult(p)
 			r.PartID = p.ID
 			results = append(results, r)
@@ -217,6 +219,20 @@ func appendAssistant(out []llm.Message, m core.MessageWithParts) []llm.Message {
 		out = append(out, llm.Message{Role: llm.RoleUser, Content: results, From: &info})
 	}
 	return out
+}
+
+// textInfo is what a text or reasoning part holds beyond its text.
+func textInfo(p core.Part) *llm.PartInfo {
+	return &llm.PartInfo{Synthetic: p.Synthetic, Metadata: orNil(p.Metadata), Time: p.Time}
+}
+
+// orNil is metadata with an empty map as none: a read gives {} where the
+// run that wrote the part kept nil, and the view is the same either way.
+func orNil(m map[string]any) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // toolResult is what the model reads of a call: its output (or the marker

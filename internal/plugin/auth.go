@@ -299,7 +299,7 @@ type authProvider struct {
 	reg   *llm.Registry // its models, for the loader
 
 	mu    sync.Mutex
-	built map[string]llm.Provider
+	built map[string]builtClient // by directory
 }
 
 // Stream implements llm.Provider.
@@ -334,15 +334,23 @@ func (a *authProvider) Stream(ctx context.Context, req llm.Request, emit func(ll
 	return a.client(dir, l, auth.Key).Stream(ctx, req, emit)
 }
 
+// builtClient is a directory's client and what it was built from: a
+// loaders' result is not changed once made, so the pointer names its
+// options without encoding them on every model call.
+type builtClient struct {
+	l         *loaded
+	storedKey string
+	p         llm.Provider
+}
+
 // client is the provider's client set up with the loaders' options, one
-// per directory and options.
+// per directory, built again when the loaders ran again or the stored key
+// changed.
 func (a *authProvider) client(dir string, l *loaded, storedKey string) llm.Provider {
-	opts, _ := json.Marshal(l.Options)
-	key := dir + "\x00" + string(opts) + "\x00" + storedKey
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if p := a.built[key]; p != nil {
-		return p
+	if b := a.built[dir]; b.p != nil && b.l == l && b.storedKey == storedKey {
+		return b.p
 	}
 	c := a.setup.Conn
 	if storedKey != "" {
@@ -375,9 +383,9 @@ func (a *authProvider) client(dir string, l *loaded, storedKey string) llm.Provi
 		}
 	}
 	if a.built == nil {
-		a.built = map[string]llm.Provider{}
+		a.built = map[string]builtClient{}
 	}
 	p := a.setup.Build(c)
-	a.built[key] = p
+	a.built[dir] = builtClient{l: l, storedKey: storedKey, p: p}
 	return p
 }

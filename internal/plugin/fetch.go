@@ -19,8 +19,12 @@ import (
 // (models' requests are JSON of a bounded size), the answer's head comes
 // back as the call's result within the hook timeout, and its body streams
 // back chunk by chunk (fetch.chunk notifications, then fetch.end), so
-// that a model's answer arrives as it is written. A cancelled request
-// aborts the plugin's fetch; a host that exits fails the body.
+// that a model's answer arrives as it is written. The body is flow
+// controlled: the host sends no more than the bytes agentd granted it (a
+// window, fetchWindow, granted again as the reader consumes it), so a
+// slow reader holds at most a window per stream here and the host stops
+// reading the provider's answer meanwhile. A cancelled request aborts the
+// plugin's fetch; a host that exits fails the body.
 type fetchTransport struct {
 	h             *Host
 	dir, provider string
@@ -30,9 +34,11 @@ type fetchTransport struct {
 // fetch carries its calls and no key is known; it never leaves agentd.
 const noKey = "agentd-plugin-fetch-no-key"
 
-// maxBuffered bounds what a fetch's body may hold unread before the call
-// fails (the host does not wait for the reader).
-const maxBuffered = 64 << 20
+// fetchWindow is how many bytes of a fetch's body the host may send
+// ahead of the reader: what one stream holds here at most. The reader's
+// consumption is granted back in steps of half a window, so that a fast
+// reader waits for no round trip.
+const fetchWindow = 1 << 20
 
 type fetchParams struct {
 	Ref       string            `json:"ref"`
@@ -42,6 +48,7 @@ type fetchParams struct {
 	Method    string            `json:"method"`
 	Headers   map[string]string `json:"headers"`
 	Body      []byte            `json:"body,omitempty"`
+	Window    int               `json:"window"`
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -69,7 +76,7 @@ func (t *fetchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		// reaches the plugin empty, as opencode's AI SDK sends it.
 		headers[k] = strings.ReplaceAll(strings.Join(v, ", "), noKey, "")
 	}
-	s := t.h.newFetch(p)
+	s := t.h.newFetch(p, t.h.fetchWindow)
 	var head struct {
 		Status     int               `json:"status"`
 		StatusText string            `json:"statusText"`
@@ -79,7 +86,7 @@ func (t *fetchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	cctx, cancel := context.WithTimeoutCause(ctx, timeout,
 		fmt.Errorf("no answer within %s (agentd.plugins.timeout)", timeout))
 	err = p.conn.call(cctx, "fetch", fetchParams{Ref: s.ref, Directory: t.dir, Provider: t.provider, URL: r.URL.String(),
-		Method: r.Method, Headers: headers, Body: body}, &head)
+		Method: r.Method, Headers: headers, Body: body, Window: s.window}, &head)
 	cancel()
 	if err != nil {
 		s.Close()
@@ -113,24 +120,30 @@ func (t *fetchTransport) failure(ctx context.Context, err error) error {
 
 // fetchStream is a fetch's body as it arrives from the host.
 type fetchStream struct {
-	h    *Host
-	p    *proc
-	ref  string
-	stop func() bool // ends the watch on the request's context
+	h      *Host
+	p      *proc
+	ref    string
+	window int         // bytes the host may send ahead of the reader
+	stop   func() bool // ends the watch on the request's context
 
-	mu     sync.Mutex
-	chunks [][]byte
-	size   int
-	err    error // io.EOF once the body ended
-	closed bool
-	wake   chan struct{}
+	mu       sync.Mutex
+	chunks   [][]byte
+	size     int   // bytes received and not yet read
+	peak     int   // the most size has been (for the tests)
+	granted  int64 // bytes the host was allowed to send, in all
+	received int64 // bytes it sent
+	consumed int   // bytes read since the last grant
+	err      error // io.EOF once the body ended
+	closed   bool
+	wake     chan struct{}
 }
 
-func (h *Host) newFetch(p *proc) *fetchStream {
+func (h *Host) newFetch(p *proc, window int) *fetchStream {
 	h.auth.mu.Lock()
 	defer h.auth.mu.Unlock()
 	h.auth.seq++
-	s := &fetchStream{h: h, p: p, ref: "f" + strconv.FormatInt(h.auth.seq, 10), wake: make(chan struct{}, 1)}
+	s := &fetchStream{h: h, p: p, ref: "f" + strconv.FormatInt(h.auth.seq, 10), wake: make(chan struct{}, 1),
+		window: window, granted: int64(window)}
 	if h.auth.fetches == nil {
 		h.auth.fetches = map[string]*fetchStream{}
 	}
@@ -191,13 +204,15 @@ func (s *fetchStream) push(b []byte) {
 		s.mu.Unlock()
 		return
 	}
-	if s.size+len(b) > maxBuffered {
+	if s.received+int64(len(b)) > s.granted {
 		s.mu.Unlock()
-		s.fail(&llm.APIError{Message: "the plugin's fetch sent more than 64 MiB that was not read"})
+		s.fail(&llm.APIError{Message: "the plugin host sent more of a fetch's body than it was granted"})
 		return
 	}
 	s.chunks = append(s.chunks, b)
 	s.size += len(b)
+	s.received += int64(len(b))
+	s.peak = max(s.peak, s.size)
 	s.mu.Unlock()
 	s.signal()
 }
@@ -242,7 +257,17 @@ func (s *fetchStream) Read(b []byte) (int, error) {
 				s.chunks[0] = s.chunks[0][n:]
 			}
 			s.size -= n
+			s.consumed += n
+			grant := 0
+			if s.consumed >= s.window/2 && s.err == nil {
+				grant, s.consumed = s.consumed, 0
+				s.granted += int64(grant)
+			}
 			s.mu.Unlock()
+			if grant > 0 {
+				// A host that went away fails the stream on its own.
+				_ = s.p.conn.notify("fetch.credit", map[string]any{"ref": s.ref, "bytes": grant})
+			}
 			return n, nil
 		}
 		err := s.err

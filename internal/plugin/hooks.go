@@ -28,7 +28,8 @@ type Hooks interface {
 	// chat.params and chat.headers, in one round trip, after
 	// experimental.chat.messages.transform (the history, sent as a change);
 	// for a compaction's summary (llm.PurposeSummary) first
-	// experimental.session.compacting instead.
+	// experimental.session.compacting instead; for a title
+	// (llm.PurposeTitle, agent "title") the batch alone.
 	Request(ctx context.Context, in StepInput, req *llm.Request) error
 	// ToolBefore is tool.execute.before (the call's arguments) and, for
 	// bash, shell.env (variables added to call.Env), before the call's
@@ -173,12 +174,17 @@ func (h *Host) Request(ctx context.Context, in StepInput, req *llm.Request) erro
 
 // before is what comes before the batch of a model call's hooks: the
 // history's transform and the plugins' tools for a step, the compacting
-// hook for a compaction's summary (which is asked without tools).
+// hook for a compaction's summary (which is asked without tools); nothing
+// for a title (opencode asks it without tools, and its one message is no
+// session's history).
 func (h *Host) before(ctx context.Context, p *proc, m *made, in StepInput, req *llm.Request) error {
-	if req.Purpose == llm.PurposeSummary {
+	switch req.Purpose {
+	case llm.PurposeSummary:
 		if m.hooks["experimental.session.compacting"] {
 			return h.compacting(ctx, in, req)
 		}
+		return nil
+	case llm.PurposeTitle:
 		return nil
 	}
 	if m.hooks["experimental.chat.messages.transform"] {

@@ -88,6 +88,7 @@ type Host struct {
 	tools       *toolSource
 	calls       sync.Map // tool call ref → *callState
 	auth        authHost // the auth and provider hooks (auth.go)
+	fetchWindow int      // a fetch body's flow-control window (fetch.go)
 	// events is the event hook's queue (live.go), drained until
 	// eventsDone is closed.
 	events     *eventQueue
@@ -129,7 +130,7 @@ func New(opts Options) *Host {
 		opts.Server = func() (string, map[string]string) { return "http://127.0.0.1:4096", nil }
 	}
 	h := &Host{opts: opts, log: opts.Logger.With("component", "plugin"), ready: make(chan struct{}), done: make(chan struct{}),
-		up: make(chan struct{})}
+		up: make(chan struct{}), fetchWindow: fetchWindow}
 	h.tools = &toolSource{h: h}
 	h.events, h.eventsDone = newEventQueue(), make(chan struct{})
 	return h

@@ -353,11 +353,13 @@ const notifications = {
 // provider with a stored credential (auth.load); the fetch it returns is
 // kept here, per instance, and agentd's model calls come through it
 // (fetch): the answer's head is the call's result, its body follows as
-// fetch.chunk notifications and a fetch.end. The OAuth logins begun by
+// fetch.chunk notifications (no more than agentd granted: see pump) and a
+// fetch.end. The OAuth logins begun by
 // authorize wait here for their callback.
 const ANSWERED = Symbol("answered")
 const authState = new WeakMap() // instance → {fetches, pending}
 const fetchAborts = new Map() // fetch ref → AbortController
+const fetchFlows = new Map() // fetch ref → {left: bytes granted, wake}
 
 function authOf(inst) {
   let st = authState.get(inst)
@@ -397,22 +399,49 @@ function plainJSON(v) {
   }
 }
 
-async function pump(ref, res, abort) {
+// pump streams a fetch's body to agentd within the bytes agentd granted
+// (its window, then fetch.credit as its reader consumes): past them it
+// waits, and stops reading the provider's answer, so a slow reader holds
+// up the provider instead of filling agentd's memory. An abort ends the
+// wait and the body.
+async function pump(ref, res, abort, window) {
+  const flow = { left: window > 0 ? window : Infinity, wake: undefined }
+  fetchFlows.set(ref, flow)
+  const woken = () => {
+    const w = flow.wake
+    flow.wake = undefined
+    w?.()
+  }
   let error
   try {
     if (res.body) {
       const reader = res.body.getReader()
-      abort.signal.addEventListener("abort", () => reader.cancel().catch(() => {}), { once: true })
+      abort.signal.addEventListener(
+        "abort",
+        () => {
+          reader.cancel().catch(() => {})
+          woken()
+        },
+        { once: true },
+      )
       for (;;) {
         const { done, value } = await reader.read()
         if (done) break
-        if (value?.length) send({ method: "fetch.chunk", params: { ref, data: Buffer.from(value).toString("base64") } })
+        for (let off = 0; off < (value?.length ?? 0); ) {
+          while (flow.left <= 0 && !abort.signal.aborted) await new Promise((r) => (flow.wake = r))
+          abort.signal.throwIfAborted()
+          const n = Math.min(flow.left, value.length - off)
+          send({ method: "fetch.chunk", params: { ref, data: Buffer.from(value.subarray(off, off + n)).toString("base64") } })
+          flow.left -= n
+          off += n
+        }
       }
     }
   } catch (err) {
     error = String(err?.message ?? err)
   }
   fetchAborts.delete(ref)
+  fetchFlows.delete(ref)
   send({ method: "fetch.end", params: { ref, error } })
 }
 
@@ -469,7 +498,7 @@ Object.assign(methods, {
       if (k !== "content-encoding" && k !== "content-length") headers[k] = v
     })
     send({ id, result: { status: res.status, statusText: res.statusText ?? "", headers } })
-    pump(p.ref, res, abort)
+    pump(p.ref, res, abort, p.window)
     return ANSWERED
   },
   async "auth.authorize"(p) {
@@ -511,6 +540,14 @@ Object.assign(methods, {
   },
 })
 notifications["fetch.abort"] = (p) => fetchAborts.get(p.ref)?.abort(new Error(p.reason ?? "aborted"))
+notifications["fetch.credit"] = (p) => {
+  const flow = fetchFlows.get(p.ref)
+  if (!flow) return
+  flow.left += p.bytes
+  const w = flow.wake
+  flow.wake = undefined
+  w?.()
+}
 // ---- end of the auth and provider hooks ----
 
 async function handle(msg) {

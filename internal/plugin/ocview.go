@@ -33,27 +33,37 @@ type ocHead struct {
 	Role string `json:"role"`
 }
 
+// ocPart is a part in opencode's shape: text and reasoning with their
+// record's time, synthetic flag and metadata, a tool call with its
+// state's title, metadata and time.
 type ocPart struct {
 	ID        string         `json:"id"`
 	SessionID string         `json:"sessionID"`
 	MessageID string         `json:"messageID"`
 	Type      string         `json:"type"`
 	Text      string         `json:"text,omitempty"`
+	Synthetic bool           `json:"synthetic,omitempty"`
 	CallID    string         `json:"callID,omitempty"`
 	Tool      string         `json:"tool,omitempty"`
 	State     *ocState       `json:"state,omitempty"`
 	Mime      string         `json:"mime,omitempty"`
 	URL       string         `json:"url,omitempty"`
 	Filename  string         `json:"filename,omitempty"`
+	Time      *core.PartTime `json:"time,omitempty"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
 }
 
+// ocState is a tool part's state. Title and Metadata are pointers and an
+// interface so that a finished call carries them even empty, as
+// opencode's completed state does.
 type ocState struct {
-	Status string          `json:"status"`
-	Input  json.RawMessage `json:"input"`
-	Output string          `json:"output,omitempty"`
-	Error  string          `json:"error,omitempty"`
-	Title  string          `json:"title,omitempty"`
+	Status   string          `json:"status"`
+	Input    json.RawMessage `json:"input"`
+	Output   string          `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Title    *string         `json:"title,omitempty"`
+	Metadata any             `json:"metadata,omitempty"`
+	Time     *core.PartTime  `json:"time,omitempty"`
 }
 
 // ocHistory is a request's history in opencode's shape: spans[i] is the
@@ -96,11 +106,7 @@ func toOpencode(sessionID string, msgs []llm.Message) *ocHistory {
 				c := &m.Content[j]
 				if o := calls[c.CallID]; o != nil {
 					o.result = c
-					st := h.msgs[o.msg].Parts[o.part].State
-					st.Status, st.Output = "completed", c.Text
-					if c.IsError {
-						st.Status, st.Output, st.Error = "error", "", c.Text
-					}
+					finish(h.msgs[o.msg].Parts[o.part].State, c, o.call.Part)
 				}
 			}
 			h.spans[len(h.spans)-1][1] = i + 1
@@ -148,14 +154,20 @@ func (h *ocHistory) add(sessionID string, i int, m *llm.Message, info *core.Mess
 		o := &origin{msg: at, part: len(om.Parts), call: c}
 		h.parts[id] = o
 		p := ocPart{ID: id, SessionID: sessionID, MessageID: info.ID, Type: c.Type, Text: c.Text}
+		if r := c.Part; r != nil && c.Type != llm.ContentToolCall {
+			p.Synthetic, p.Metadata = r.Synthetic, r.Metadata
+			if r.Time.Start != 0 {
+				p.Time = &r.Time
+			}
+		}
 		switch c.Type {
 		case llm.ContentToolCall:
 			p.Type, p.CallID, p.Tool, p.Text = "tool", c.CallID, c.Name, ""
 			p.State = &ocState{Status: "pending", Input: orObject(c.Input)}
 			calls[c.CallID] = o
 		case llm.ContentReasoning:
-			if c.Signature != "" {
-				p.Metadata = map[string]any{"anthropic": map[string]any{"signature": c.Signature}}
+			if c.Signature != "" && p.Metadata == nil {
+				p.Metadata = core.ReasoningMetadata(c.Signature)
 			}
 		case llm.ContentImage, llm.ContentDocument:
 			p.Type, p.Text, p.Mime, p.Filename, p.URL = "file", "", c.MediaType, c.Filename, c.URL
@@ -167,6 +179,32 @@ func (h *ocHistory) add(sessionID string, i int, m *llm.Message, info *core.Mess
 	}
 	h.msgs = append(h.msgs, om)
 	h.spans = append(h.spans, [2]int{i, i + 1})
+}
+
+// finish sets a tool part's state from its call's result and what the
+// record's part held (r, nil for a call the server made up): opencode's
+// completed or error state, with the record's title, metadata and time.
+func finish(st *ocState, c *llm.Content, r *llm.PartInfo) {
+	st.Status, st.Output = "completed", c.Text
+	if c.IsError {
+		st.Status, st.Output, st.Error = "error", "", c.Text
+	}
+	if r == nil {
+		return
+	}
+	if r.Metadata != nil {
+		st.Metadata = r.Metadata
+	}
+	if !c.IsError {
+		title := r.Title
+		st.Title = &title
+		if st.Metadata == nil {
+			st.Metadata = map[string]any{}
+		}
+	}
+	if r.Time.Start != 0 {
+		st.Time = &r.Time
+	}
 }
 
 func onlyResults(m llm.Message) bool {
@@ -242,8 +280,8 @@ func fromPart(p ocPart) (c, result llm.Content, ok bool) {
 	switch p.Type {
 	case "text", llm.ContentReasoning:
 		c = llm.Content{Type: p.Type, Text: p.Text}
-		if sig, ok := p.Metadata["anthropic"].(map[string]any); ok && p.Type == llm.ContentReasoning {
-			c.Signature, _ = sig["signature"].(string)
+		if p.Type == llm.ContentReasoning {
+			c.Signature = core.ReasoningSignature(p.Metadata)
 		}
 		return c, result, true
 	case "file":

@@ -2,12 +2,14 @@ package plugin
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/agentd/agentd/internal/core"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/modelview"
 )
 
 // TestOpencodeHistoryIDs: the history a messages transform gets carries
@@ -67,5 +69,118 @@ func TestOpencodeHistoryIDs(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("back:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestOpencodeHistoryFidelity: the parts a messages transform gets carry
+// what opencode's do, from the record: a finished tool part's state is
+// the record's state as opencode's API renders it (title, metadata, time
+// {start, end}), a text part its synthetic flag and time; and a message
+// the plugin hands back as it got it (its JSON through the host) is still
+// found unchanged, metadata and all.
+func TestOpencodeHistoryFidelity(t *testing.T) {
+	t.Parallel()
+	user := core.MessageWithParts{Info: core.Message{ID: "msg_u", SessionID: "ses", Role: core.RoleUser, Created: 7, RunID: "run"},
+		Parts: []core.Part{
+			{ID: "prt_1", SessionID: "ses", MessageID: "msg_u", Type: core.PartText, Text: "read a.txt"},
+			{ID: "prt_2", SessionID: "ses", MessageID: "msg_u", Type: core.PartText, Text: "<file>a</file>", Synthetic: true,
+				Time: core.PartTime{Start: 70}},
+		}}
+	tool := core.Part{ID: "prt_4", SessionID: "ses", MessageID: "msg_a", Type: core.PartTool, CallID: "c1", Tool: "read",
+		State: core.ToolState{Status: core.ToolCompleted, Input: json.RawMessage(`{"filePath":"a.txt"}`), Output: "a",
+			Title: "a.txt", Metadata: map[string]any{"preview": "a", "lines": 1.0}, Time: core.PartTime{Start: 80, End: 90}}}
+	failed := core.Part{ID: "prt_5", SessionID: "ses", MessageID: "msg_a", Type: core.PartTool, CallID: "c2", Tool: "bash",
+		State: core.ToolState{Status: core.ToolError, Input: json.RawMessage(`{"command":"x"}`), Error: "no such command",
+			Metadata: map[string]any{"exit": 127.0}, Time: core.PartTime{Start: 91, End: 95}}}
+	asst := core.MessageWithParts{Info: core.Message{ID: "msg_a", SessionID: "ses", Role: core.RoleAssistant, Created: 8},
+		Parts: []core.Part{
+			{ID: "prt_3", SessionID: "ses", MessageID: "msg_a", Type: core.PartText, Text: "reading", Time: core.PartTime{Start: 75, End: 79}},
+			tool, failed,
+		}}
+	msgs, _ := modelview.Convert("run", []core.MessageWithParts{user, asst}, nil)
+	h := toOpencode("ses", msgs)
+	if len(h.msgs) != 2 || len(h.msgs[0].Parts) != 2 || len(h.msgs[1].Parts) != 4 {
+		t.Fatalf("the history: %+v", h.msgs)
+	}
+	synth := h.msgs[0].Parts[1]
+	if !synth.Synthetic || synth.Time == nil || synth.Time.Start != 70 || h.msgs[0].Parts[0].Synthetic {
+		t.Errorf("the user's parts: %+v %+v", h.msgs[0].Parts[0], synth)
+	}
+	if txt := h.msgs[1].Parts[1]; txt.Time == nil || *txt.Time != (core.PartTime{Start: 75, End: 79}) {
+		t.Errorf("the assistant's text: %+v", txt)
+	}
+	// Each part is the record's as opencode's API renders it.
+	sent := append(append([]ocPart{}, h.msgs[0].Parts...), h.msgs[1].Parts[1:]...)
+	for i, rec := range append(append([]core.Part{}, user.Parts...), asst.Parts...) {
+		var got, want any
+		b, _ := json.Marshal(sent[i])
+		_ = json.Unmarshal(b, &got)
+		r, _ := json.Marshal(rec)
+		_ = json.Unmarshal(r, &want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("part %s:\n%s\nopencode's (the record's):\n%s", rec.ID, b, r)
+		}
+	}
+
+	for i := range h.msgs {
+		var back ocMessage
+		b, _ := json.Marshal(h.msgs[i])
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range back.Parts[min(i, 1):] { // the step-start part is made up
+			if h.unchanged(p) == nil {
+				t.Errorf("part %s handed back as it was sent reads as changed", p.ID)
+			}
+		}
+	}
+}
+
+// BenchmarkOpencodeHistory is the server's side of a step's transform
+// before the host is called: 200 messages (100 turns of a prompt and an
+// answer with a read call whose metadata holds a 1 KiB preview, as
+// opencode's read tool's does) turned into opencode's shape and
+// fingerprinted, with the record's part fields ("record") and without
+// them ("bare", the view before they were added).
+func BenchmarkOpencodeHistory(b *testing.B) {
+	var recs []core.MessageWithParts
+	for i := range 100 {
+		u := fmt.Sprintf("msg_u%03d", i)
+		a := fmt.Sprintf("msg_a%03d", i)
+		recs = append(recs, core.MessageWithParts{Info: core.Message{ID: u, SessionID: "ses", Role: core.RoleUser, Created: int64(i)},
+			Parts: []core.Part{{ID: "prt_u" + u, SessionID: "ses", MessageID: u, Type: core.PartText, Text: strings.Repeat("u", 2<<10),
+				Time: core.PartTime{Start: 1, End: 2}}}},
+			core.MessageWithParts{Info: core.Message{ID: a, SessionID: "ses", Role: core.RoleAssistant, Created: int64(i)},
+				Parts: []core.Part{
+					{ID: "prt_t" + a, SessionID: "ses", MessageID: a, Type: core.PartText, Text: "reading", Time: core.PartTime{Start: 3, End: 4}},
+					{ID: "prt_c" + a, SessionID: "ses", MessageID: a, Type: core.PartTool, CallID: "c" + a, Tool: "read",
+						State: core.ToolState{Status: core.ToolCompleted, Input: json.RawMessage(`{"filePath":"a.go"}`), Output: strings.Repeat("o", 2<<10),
+							Title: "a.go", Metadata: map[string]any{"preview": strings.Repeat("p", 1<<10), "truncated": false},
+							Time: core.PartTime{Start: 5, End: 6}}},
+				}})
+	}
+	record, _ := modelview.Convert("run", recs, nil)
+	bare := make([]llm.Message, len(record))
+	for i, m := range record {
+		bare[i] = m
+		bare[i].Content = append([]llm.Content(nil), m.Content...)
+		for j := range bare[i].Content {
+			bare[i].Content[j].Part = nil
+		}
+	}
+	for _, v := range []struct {
+		name string
+		msgs []llm.Message
+	}{{"bare", bare}, {"record", record}} {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				h := toOpencode("ses", v.msgs)
+				for i := range h.msgs {
+					if _, err := json.Marshal(h.msgs[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

@@ -46,7 +46,12 @@ type Writer struct {
 	// session in dir whose model is of provider (the plugins'
 	// experimental.provider.small_model); nil leaves the run's model.
 	Choose func(ctx context.Context, dir, provider string) *core.ModelRef
-	log    *slog.Logger
+	// Prepare, when set, passes a title's request through the plugins'
+	// hooks of a model call of the session's directory (chat.params,
+	// chat.headers, the system's transform), as opencode's title call
+	// goes through them; its error is the title's.
+	Prepare func(ctx context.Context, sess core.Session, model core.ModelRef, req *llm.Request) error
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -117,22 +122,29 @@ func (w *Writer) Later(sessionID string, model core.ModelRef, texts []string) {
 		defer w.wg.Done()
 		ctx, cancel := context.WithTimeout(base, timeout)
 		defer cancel()
-		if w.small == nil && w.Choose != nil {
-			model = w.chosen(ctx, sessionID, model)
-		}
-		if err := w.write(ctx, sessionID, model, text); err != nil && ctx.Err() == nil {
+		err := w.title(ctx, sessionID, model, text)
+		if err != nil && ctx.Err() == nil {
 			w.log.Warn("session title", "session", sessionID, "err", err)
 		}
 	}()
 }
 
-// chosen is the small model Choose picks for the session, when it resolves;
-// else model.
-func (w *Writer) chosen(ctx context.Context, sessionID string, model core.ModelRef) core.ModelRef {
+// title writes the session's title: the plugins asked are those of the
+// session's directory, as for its runs.
+func (w *Writer) title(ctx context.Context, sessionID string, model core.ModelRef, text string) error {
 	sess, err := w.st.Session(ctx, sessionID)
 	if err != nil {
-		return model
+		return err
 	}
+	if w.small == nil && w.Choose != nil {
+		model = w.chosen(ctx, sess, model)
+	}
+	return w.write(ctx, sess, model, text)
+}
+
+// chosen is the small model Choose picks for the session, when it resolves;
+// else model.
+func (w *Writer) chosen(ctx context.Context, sess core.Session, model core.ModelRef) core.ModelRef {
 	ref := w.Choose(ctx, sess.Directory, model.ProviderID)
 	if ref == nil {
 		return model
@@ -145,14 +157,20 @@ func (w *Writer) chosen(ctx context.Context, sessionID string, model core.ModelR
 	return *ref
 }
 
-func (w *Writer) write(ctx context.Context, sessionID string, ref core.ModelRef, text string) error {
+func (w *Writer) write(ctx context.Context, sess core.Session, ref core.ModelRef, text string) error {
+	sessionID := sess.ID
 	p, m, err := w.models.Resolve(ref)
 	if err != nil {
 		return err
 	}
 	req := llm.Request{Model: m.Name, System: []string{prompt.Title}, MaxTokens: 64, Options: m.Options,
-		Purpose:  llm.PurposeTitle,
+		Purpose: llm.PurposeTitle, Directory: sess.Directory,
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: text}}}}}
+	if w.Prepare != nil {
+		if err := w.Prepare(ctx, sess, ref, &req); err != nil {
+			return err
+		}
+	}
 	var sb strings.Builder
 	err = p.Stream(ctx, req, func(ev llm.Event) error {
 		if ev.Kind == llm.EventText {

@@ -12,6 +12,8 @@
 //	                      provider's Retry-After; over HTTP, fakellm sends the header)
 //	tool:NAME:{json}      call tool NAME with the JSON input, then answer with its result;
 //	                      several tool lines run one per step, in order
+//	say:TEXT              say TEXT before the first tool: call, in the same step (a step
+//	                      of text and a tool call, as real models often answer)
 //	loop:NAME:{json}      call tool NAME on every step, never answering
 //	par:NAME:{json}       like tool:, but all par: lines are called together, in the
 //	                      first step (parallel tool calls)
@@ -62,6 +64,8 @@ type Directives struct {
 	FailCode  int
 	FailTimes int // 0: always
 	Tools     []ToolCall
+	// Say is streamed before the first of Tools, in its step.
+	Say string
 	// Parallel are called together, in the first step.
 	Parallel []ToolCall
 	Loop     *ToolCall
@@ -117,6 +121,8 @@ func Parse(text string) (Directives, error) {
 			d.Reply, found = val, true
 		case "reasoning":
 			d.Reasoning, found = val, true
+		case "say":
+			d.Say = val
 		case "sleep":
 			f, err := strconv.ParseFloat(val, 64)
 			if err != nil || f < 0 || f > 3600 {
@@ -341,6 +347,11 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 		return emit(llm.Event{Kind: llm.EventFinish, Finish: "tool-calls", Usage: usage})
 	}
 	if i := len(results) - len(d.Parallel); i >= 0 && i < len(d.Tools) {
+		if i == 0 && d.Say != "" {
+			if err := m.words(ctx, emit, d.Say, nil); err != nil {
+				return err
+			}
+		}
 		return m.call(emit, d.Tools[i], len(results), usage)
 	}
 	if d.Sleep > 0 {
@@ -378,6 +389,18 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 // say streams text word by word and finishes; count adds each word to the
 // output tokens.
 func (m *Model) say(ctx context.Context, emit func(llm.Event) error, text string, usage llm.Usage, count bool) error {
+	var output *int64
+	if count {
+		output = &usage.Output
+	}
+	if err := m.words(ctx, emit, text, output); err != nil {
+		return err
+	}
+	return emit(llm.Event{Kind: llm.EventFinish, Finish: "stop", Usage: usage})
+}
+
+// words streams text word by word, counting each in output when set.
+func (m *Model) words(ctx context.Context, emit func(llm.Event) error, text string, output *int64) error {
 	for i, w := range strings.SplitAfter(text, " ") {
 		if w == "" {
 			continue
@@ -390,11 +413,11 @@ func (m *Model) say(ctx context.Context, emit func(llm.Event) error, text string
 		if err := emit(llm.Event{Kind: llm.EventText, Text: w}); err != nil {
 			return err
 		}
-		if count {
-			usage.Output++
+		if output != nil {
+			(*output)++
 		}
 	}
-	return emit(llm.Event{Kind: llm.EventFinish, Finish: "stop", Usage: usage})
+	return nil
 }
 
 // summarySleep finds a summarysleep: directive in a conversation's prompts.

@@ -114,3 +114,34 @@ func TestRetryAfterAsksForTheDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestSayBeforeTool: say: streams its text and then the first tool call,
+// in one step; the step after the call's result has no such text.
+func TestSayBeforeTool(t *testing.T) {
+	t.Parallel()
+	m := &Model{}
+	prompt := llm.Message{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: "say:looking now\ntool:echo:{}\nreply:done"}}}
+	var kinds []string
+	var text strings.Builder
+	collect := func(ev llm.Event) error {
+		kinds = append(kinds, string(ev.Kind))
+		text.WriteString(ev.Text)
+		return nil
+	}
+	if err := m.Stream(context.Background(), llm.Request{Attempt: 1, Messages: []llm.Message{prompt}}, collect); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(kinds, ","); text.String() != "looking now" || !strings.HasSuffix(got, string(llm.EventToolCall)+","+string(llm.EventFinish)) {
+		t.Fatalf("first step: %s %q", got, text.String())
+	}
+	kinds, text = nil, strings.Builder{}
+	msgs := []llm.Message{prompt,
+		{Role: llm.RoleAssistant, Content: []llm.Content{{Type: llm.ContentToolCall, CallID: "call_1", Name: "echo", Input: []byte("{}")}}},
+		{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentToolResult, CallID: "call_1", Text: "x"}}}}
+	if err := m.Stream(context.Background(), llm.Request{Attempt: 1, Messages: msgs}, collect); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text.String(), "looking") || !strings.HasPrefix(text.String(), "done") {
+		t.Errorf("second step: %q", text.String())
+	}
+}

@@ -9,7 +9,7 @@
 // address), provider (its id, default "fake"), log (a file of JSON lines).
 import { appendFileSync } from "node:fs"
 
-export const OAuthLogin = async ({ client }, options) => {
+export const OAuthLogin = async ({ client, directory }, options) => {
   const log = (x) => options?.log && appendFileSync(options.log, JSON.stringify(x) + "\n")
   const id = options?.provider ?? "fake"
   let refreshes = 0
@@ -19,7 +19,7 @@ export const OAuthLogin = async ({ client }, options) => {
       provider: id,
       async loader(getAuth, provider) {
         const auth = await getAuth()
-        log({ loader: auth.type, models: Object.keys(provider?.models ?? {}) })
+        log({ loader: auth.type, models: Object.keys(provider?.models ?? {}), dir: directory })
         if (auth.key === "stall-loader") await new Promise(() => {})
         if (auth.type !== "oauth") return {}
         return {

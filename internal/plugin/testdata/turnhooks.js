@@ -1,5 +1,6 @@
 // A test plugin for the hooks of a turn's course: text.complete, the
 // compaction's autocontinue, the small model, the config hook's changes,
+// chat.params (which instance, by directory, was asked for which agent),
 // and the live-only events its event hook gets. Its options name the file
 // it writes what it saw to.
 import fs from "node:fs"
@@ -39,8 +40,11 @@ export const TurnHooks = async (input, options) => {
       log({ autocontinue: inp.sessionID, agent: inp.agent, model: inp.model?.id, overflow: inp.overflow })
       if (stopAfterCompaction.has(inp.sessionID)) out.enabled = false
     },
+    "chat.params": async (inp, out) => {
+      log({ params: inp.agent, session: inp.sessionID, dir: input.directory })
+    },
     "experimental.provider.small_model": async (inp, out) => {
-      log({ small: inp.provider.id })
+      log({ small: inp.provider.id, dir: input.directory })
       out.model = { id: "small", providerID: inp.provider.id }
     },
   }
