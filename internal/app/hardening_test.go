@@ -241,18 +241,25 @@ func TestTLS(t *testing.T) {
 	}
 }
 
-// TestAbortWhateverTheTool: abort answers within a second and ends the
-// run interrupted/aborted even when the tool left its process group (and
-// ignores SIGTERM) or is a tool that ignores its context; nothing the
-// call started survives; and shutdown finishes within its grace.
+// TestAbortWhateverTheTool: abort ends the run interrupted/aborted
+// without waiting for the tool, even when the tool left its process group
+// (and ignores SIGTERM) or is a tool that ignores its context; nothing the
+// call started survives; and shutdown does not wait for such a tool. The
+// stuck tool returns only when the test lets it, after the abort and the
+// shutdown have returned: that they returned at all is the promise, with
+// no clock in the verdict (under load a one-second bound timed the
+// machine). The durations go to the log.
 func TestAbortWhateverTheTool(t *testing.T) {
-	// Not parallel: it times a promise (1 s), and beside the package's
-	// parallel tests (TestExactlyOneEnd drives fifty sessions at once) it
-	// timed the machine's load instead; sequential tests run alone.
+	release := make(chan struct{})
+	entered := make(chan struct{}, 3)
+	// Registered before the node, so that it runs after the node's stop:
+	// the tools left behind end before the package's leak check.
+	t.Cleanup(func() { close(release) })
 	n := startNode(t, func(c *app.Config) {
-		c.Tools.Add(&tool.Func{ToolName: "stuck", Desc: "Ignores cancellation for a while.",
+		c.Tools.Add(&tool.Func{ToolName: "stuck", Desc: "Ignores cancellation until the test lets it go.",
 			Fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
-				time.Sleep(3 * time.Second)
+				entered <- struct{}{}
+				<-release
 				return tool.Result{Output: "late"}, nil
 			}})
 		c.Engine.ShutdownGrace = time.Second
@@ -271,15 +278,14 @@ func TestAbortWhateverTheTool(t *testing.T) {
 			// once it runs (a confined command starts through the
 			// sandbox's trampoline, this test binary under -race: slow).
 			waitFile(t, filepath.Join(n.cfg.Directory, "escaped.pid"))
+		} else {
+			<-entered
 		}
-		time.Sleep(200 * time.Millisecond)
 		start := time.Now()
 		if ok, err := n.c.Abort(t.Context(), sid); err != nil || !ok {
 			t.Fatalf("abort: %v %v", ok, err)
 		}
-		if d := time.Since(start); d > time.Second {
-			t.Errorf("%s: abort took %v", prompt, d)
-		}
+		t.Logf("%s: abort took %v", prompt, time.Since(start))
 		if st := n.status(sid); st.Last.Outcome != core.RunInterrupted || st.Last.Reason != core.ReasonAborted {
 			t.Errorf("%s: status = %+v", prompt, st)
 		}
@@ -294,11 +300,10 @@ func TestAbortWhateverTheTool(t *testing.T) {
 	sid := n.session()
 	n.c.SendAsync(t.Context(), sid, client.Prompt{Text: `tool:stuck:{}`})
 	n.waitToolRunning(sid)
+	<-entered
 	start := time.Now()
 	n.stop()
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("shutdown took %v with a stuck tool", d)
-	}
+	t.Logf("shutdown took %v with a stuck tool", time.Since(start))
 }
 
 // waitFile waits until the file at p holds something.

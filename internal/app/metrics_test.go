@@ -312,38 +312,34 @@ func TestTwoCommitsPerQuickTurn(t *testing.T) {
 // TestSilentStepBecomesVisible: writes that wait for the runner's next
 // transaction are committed by the flush interval at the latest, even
 // when the model sends nothing for a long time — a reader sees the step
-// begin while the model is still silent.
+// begin while the model is still silent. The model thinks for ten minutes
+// before its first chunk, so that whatever the machine's load, seeing the
+// step at all is seeing it during the silence (a one-second silence and a
+// 0.8 s bound timed the machine: under load the step showed up late).
 func TestSilentStepBecomesVisible(t *testing.T) {
 	t.Parallel()
 	n := startNode(t, func(c *app.Config) {
 		models := llm.NewRegistry()
-		// One "second" of sleep: is a real second: the model is silent
-		// for a second before its first chunk.
+		// One "second" of think: is a real second.
 		models.Add(scripted.ProviderID, &scripted.Model{Second: time.Second}, nil)
 		c.Models = models
 	})
 	sid := n.session()
-	start := time.Now()
-	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "sleep:1\nreply:late"}); err != nil {
+	if err := n.c.SendAsync(t.Context(), sid, client.Prompt{Text: "think:600\nreply:late"}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		msgs, err := n.c.Messages(t.Context(), sid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(msgs) == 2 && msgs[1].Info.Role == core.RoleAssistant {
-			if len(msgs[1].Parts) != 1 || msgs[1].Parts[0].Type != core.PartStepStart {
-				t.Fatalf("while the model is silent the step shows %d parts", len(msgs[1].Parts))
-			}
-			break
-		}
-		// The flush interval is 250 ms; the model's first chunk comes
-		// after a second.
-		if time.Since(start) > 800*time.Millisecond {
-			t.Fatal("the step was not visible while the model was silent")
-		}
-		time.Sleep(10 * time.Millisecond)
+	n.waitTranscript(sid, func(msgs []core.MessageWithParts) bool {
+		return len(msgs) == 2 && msgs[1].Info.Role == core.RoleAssistant && len(msgs[1].Parts) > 0
+	})
+	msgs, err := n.c.Messages(t.Context(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || len(msgs[1].Parts) != 1 || msgs[1].Parts[0].Type != core.PartStepStart {
+		t.Fatalf("while the model is silent the transcript reads %+v", msgs)
+	}
+	if _, err := n.c.Abort(t.Context(), sid); err != nil {
+		t.Fatal(err)
 	}
 	n.waitIdle(sid)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,13 +243,27 @@ func TestDatabaseReplacedUnderServer(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	resp, err := http.Post(n.app.URL()+"/session/"+sid+"/prompt_async", "application/json", strings.NewReader(`{"parts":[{"type":"text","text":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
+	// Prompts at once, so that their reads need reader connections the
+	// node had not opened before the move: each must still get the clear
+	// error (one such read found an empty database created at the path
+	// and answered 500 "internal error").
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			resp, err := http.Post(n.app.URL()+"/session/"+sid+"/prompt_async", "application/json", strings.NewReader(`{"parts":[{"type":"text","text":"hi"}]}`))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "deleted or replaced") {
+				t.Errorf("prompt after the database was replaced: %d %s", resp.StatusCode, body)
+			}
+		})
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "deleted or replaced") {
-		t.Errorf("prompt after the database was replaced: %d %s", resp.StatusCode, body)
+	wg.Wait()
+	if _, err := os.Stat(n.cfg.DBPath); err == nil {
+		t.Error("a database was created where the moved one was")
 	}
 }

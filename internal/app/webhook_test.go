@@ -30,13 +30,14 @@ type hookReceiver struct {
 	mu    sync.Mutex
 	fail  int
 	got   map[string]webhook.Envelope // accepted, by delivery id
+	paths map[string]string           // the path each was accepted on, by delivery id
 	tries map[string]int
 	order []string
 	bad   []string
 }
 
 func newHookReceiver(t *testing.T, fail int) *hookReceiver {
-	h := &hookReceiver{t: t, fail: fail, got: map[string]webhook.Envelope{}, tries: map[string]int{}}
+	h := &hookReceiver{t: t, fail: fail, got: map[string]webhook.Envelope{}, paths: map[string]string{}, tries: map[string]int{}}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var env webhook.Envelope
@@ -54,6 +55,7 @@ func newHookReceiver(t *testing.T, fail int) *hookReceiver {
 		}
 		if _, dup := h.got[id]; !dup {
 			h.got[id] = env
+			h.paths[id] = r.URL.Path
 			h.order = append(h.order, id)
 		}
 	}))
@@ -132,6 +134,8 @@ func runEnded(t *testing.T, env webhook.Envelope) webhook.RunEnded {
 // TestCallbackURL: a prompt's callbackUrl — on v1's blocking and async
 // routes and on v2's prompt — gets the end of the run that answered it,
 // once, signed, with the answer, although the receiver fails twice first.
+// The three URLs differ, so their deliveries have no order among them
+// (retries due together go out side by side): each is found by its path.
 func TestCallbackURL(t *testing.T) {
 	t.Parallel()
 	rcv := newHookReceiver(t, 2)
@@ -153,18 +157,25 @@ func TestCallbackURL(t *testing.T) {
 		t.Fatalf("v2 prompt: %d", st)
 	}
 	n.waitIdle(sid)
-	got := rcv.wait(3)
+	rcv.wait(3)
+	byPath := map[string]webhook.Envelope{}
+	rcv.mu.Lock()
+	for id, env := range rcv.got {
+		byPath[rcv.paths[id]] = env
+	}
+	rcv.mu.Unlock()
 	runs, err := n.c.Runs(t.Context(), sid)
-	if err != nil || len(runs) != 3 {
-		t.Fatalf("runs %+v %v", runs, err)
+	if err != nil || len(runs) != 3 || len(byPath) != 3 {
+		t.Fatalf("runs %+v %v; callbacks on %d paths", runs, err, len(byPath))
 	}
 	for i, want := range []string{"one", "two", "three"} {
-		d := runEnded(t, got[i])
-		if d.RunID != runs[2-i].ID || d.Outcome != core.RunSucceeded || d.Response == nil || d.Response.Text != want || got[i].SessionID != sid {
-			t.Errorf("callback %d: %+v", i, d)
+		path := []string{"/v1", "/async", "/v2"}[i]
+		d := runEnded(t, byPath[path])
+		if d.RunID != runs[2-i].ID || d.Outcome != core.RunSucceeded || d.Response == nil || d.Response.Text != want || byPath[path].SessionID != sid {
+			t.Errorf("callback on %s: %+v", path, d)
 		}
 	}
-	if runEnded(t, got[0]).Run.UserMessageID != m.Info.ParentID {
+	if runEnded(t, byPath["/v1"]).Run.UserMessageID != m.Info.ParentID {
 		t.Errorf("the blocking prompt's callback is not its run's")
 	}
 	list := n.waitDeliveries(allDelivered(3))
@@ -229,8 +240,14 @@ func TestWebhookSubscriptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.waitIdle(b)
+	// a's run ended first, but the two sessions' deliveries have no
+	// order between them: each is found by its session.
 	ends := all.wait(2)
-	if x, y := runEnded(t, ends[0]).Response, runEnded(t, ends[1]).Response; x == nil || y == nil || x.Text != "in a" || !strings.HasPrefix(y.Text, "in b") {
+	if ends[0].SessionID != a {
+		ends[0], ends[1] = ends[1], ends[0]
+	}
+	if x, y := runEnded(t, ends[0]).Response, runEnded(t, ends[1]).Response; ends[0].SessionID != a || ends[1].SessionID != b ||
+		x == nil || y == nil || x.Text != "in a" || !strings.HasPrefix(y.Text, "in b") {
 		t.Errorf("run ends' answers %+v and %+v", x, y)
 	}
 	var list []webhook.Subscription

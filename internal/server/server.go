@@ -447,6 +447,14 @@ func (s *Server) storeErr(err error, what string) *apiError {
 		return &apiError{status: http.StatusServiceUnavailable, name: "StorageFullError",
 			msg: "the database's disk is full; nothing was written, retry once space is freed", retryAfter: storageRetryAfter}
 	case errors.Is(err, store.ErrStorage):
+		if s.cfg.Unhealthy != nil {
+			// A node whose database file was deleted or replaced fails
+			// reads too (a reader connection opened since cannot find
+			// the file): the answer names that cause, as a write's does.
+			if lost := s.cfg.Unhealthy(); lost != nil {
+				err = lost
+			}
+		}
 		return &apiError{status: http.StatusServiceUnavailable, name: "StorageError",
 			msg: "the database is unavailable (" + err.Error() + "); nothing was changed, retry", retryAfter: storageRetryAfter}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

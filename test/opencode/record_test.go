@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // agentdEventTypes are the event types agentd adds to opencode's; they are
@@ -140,6 +141,52 @@ func (w *recordingWriter) finish(method string) {
 	w.rec.exchanges = append(w.rec.exchanges, exchange{method: method, path: w.path, status: w.status,
 		ctype: w.Header().Get("Content-Type"), body: w.body.Bytes()})
 	w.rec.mu.Unlock()
+}
+
+// waitEvents waits until every one of types has been recorded on some
+// stream (the streams carry the last events of a scenario a moment after
+// its last answer), or 30 s have passed; check then reports the missing.
+// A fixed pause here was a window a loaded machine missed.
+func (rec *recorder) waitEvents(t *testing.T, types []string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		seen := rec.seenTypes()
+		missing := false
+		for _, typ := range types {
+			missing = missing || !seen[typ]
+		}
+		if !missing {
+			return
+		}
+	}
+	t.Logf("after 30 s the streams still lack some of %v", types)
+}
+
+// seenTypes is the set of event types recorded so far, on every stream.
+func (rec *recorder) seenTypes() map[string]bool {
+	rec.mu.Lock()
+	events := append([]streamed(nil), rec.events...)
+	rec.mu.Unlock()
+	seen := map[string]bool{}
+	for _, ev := range events {
+		data := ev.data
+		if ev.path == "/global/event" {
+			var wrap struct {
+				Payload json.RawMessage `json:"payload"`
+			}
+			if json.Unmarshal(data, &wrap) != nil {
+				continue
+			}
+			data = wrap.Payload
+		}
+		var env struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(data, &env) == nil {
+			seen[env.Type] = true
+		}
+	}
+	return seen
 }
 
 // verdict is what checking a recorder found.

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 // restConfig is the configuration exerciseRest needs: MCP servers that
@@ -13,6 +12,10 @@ import (
 const restConfig = `, "mcp": {"gone": {"type": "local", "command": ["/nonexistent/mcp-server"], "timeout": 2000},
 	"idle": {"type": "remote", "url": "http://127.0.0.1:1/", "enabled": false, "timeout": 2000}},
 	"agentd": {"mcp": {"add": "remote"}}`
+
+// restEventTypes are the event types exerciseRest makes agentd send.
+var restEventTypes = []string{"tui.prompt.append", "tui.command.execute", "tui.toast.show", "tui.session.select",
+	"global.disposed", "mcp.tools.changed", "message.removed", "message.part.removed", "message.part.updated"}
 
 // TestRestOperations drives the operations issue 37 added (TUI control,
 // log, configuration, message and part edits, MCP management, the
@@ -24,7 +27,7 @@ func TestRestOperations(t *testing.T) {
 	n.follow(t, "/global/event")
 	waitUntil(t, "the streams", func() bool { return n.app.Hub.Subscribers() >= 2 })
 	exerciseRest(t, n)
-	time.Sleep(300 * time.Millisecond) // the last live events reach the streams
+	n.rec.waitEvents(t, restEventTypes)
 	v := n.rec.check(t)
 	for _, op := range []string{
 		"POST /tui/append-prompt", "POST /tui/submit-prompt", "POST /tui/clear-prompt", "POST /tui/open-help",
@@ -44,8 +47,7 @@ func TestRestOperations(t *testing.T) {
 			t.Errorf("%s was never judged", op)
 		}
 	}
-	for _, typ := range []string{"tui.prompt.append", "tui.command.execute", "tui.toast.show", "tui.session.select",
-		"global.disposed", "mcp.tools.changed", "message.removed", "message.part.removed", "message.part.updated"} {
+	for _, typ := range restEventTypes {
 		if v.eventTypes[typ] == 0 {
 			t.Errorf("no %s event was seen", typ)
 		}

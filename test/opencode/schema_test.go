@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // eventTypesEmitted are the event types the scenario must make agentd
@@ -258,7 +257,7 @@ func TestSchema(t *testing.T) {
 	if !deleted {
 		t.Fatal("delete answered false")
 	}
-	time.Sleep(500 * time.Millisecond) // heartbeats (every 200 ms) and the last events
+	n.rec.waitEvents(t, eventTypesEmitted) // heartbeats (every 200 ms) and the last events
 
 	v := n.rec.check(t)
 	for _, typ := range eventTypesEmitted {

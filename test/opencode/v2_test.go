@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // v2EventTypes are the event types the v2 scenario must make agentd send
@@ -194,7 +193,7 @@ func TestSchemaV2(t *testing.T) {
 	}
 	n.call(t, "POST", sp+"/prompt", map[string]any{"prompt": 5}, nil)
 	schemaV2Terminals(t, n)
-	time.Sleep(300 * time.Millisecond) // the streams' last events
+	n.rec.waitEvents(t, v2EventTypes) // the streams' last events
 
 	v := n.rec.check(t)
 	for _, typ := range v2EventTypes {

@@ -8,6 +8,8 @@
 //	think:N               wait N seconds before answering, at every step (load tests
 //	                      use it as the model's own time, to tell the server's apart)
 //	fail:CODE[xK]         fail the first step with HTTP status CODE, K times (always without xK)
+//	retryafter:S          ask for S seconds before the retry of a fail: answer (as a
+//	                      provider's Retry-After; over HTTP, fakellm sends the header)
 //	tool:NAME:{json}      call tool NAME with the JSON input, then answer with its result;
 //	                      several tool lines run one per step, in order
 //	say:TEXT              say TEXT before the first tool: call, in the same step (a step
@@ -21,7 +23,6 @@
 // The fake provider server (fakellm) understands these too, and more that
 // only make sense over HTTP:
 //
-//	retryafter:S          send Retry-After: S with a fail: answer
 //	usage:IN,OUT[,CR,CW]  report these token counts (cache read/write optional)
 //	disconnect:N          drop the connection after N streamed chunks
 //	malformed:            send a chunk that is not valid JSON
@@ -326,6 +327,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, emit func(llm.Event
 			StatusCode: d.FailCode,
 			Retryable:  llm.RetryableStatus(d.FailCode),
 			Auth:       d.FailCode == 401 || d.FailCode == 403,
+			RetryAfter: retryAfter(d.RetryAfter),
 		}
 	}
 	if d.Reasoning != "" && len(results) == 0 {
@@ -431,6 +433,16 @@ func summarySleep(msgs []llm.Message) float64 {
 		}
 	}
 	return 0
+}
+
+// retryAfter is the delay a retryafter: directive asks for: seconds, as
+// in a Retry-After header; none when absent or not a number.
+func retryAfter(v string) time.Duration {
+	s, err := strconv.ParseFloat(v, 64)
+	if err != nil || s < 0 {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
 }
 
 // wait sleeps for seconds of the model's time, or until ctx ends.

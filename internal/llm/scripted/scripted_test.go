@@ -2,6 +2,7 @@ package scripted
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -91,6 +92,27 @@ func TestThinkDelaysEveryStep(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRetryAfterAsksForTheDelay: a fail: answer with retryafter:S asks
+// for S seconds, as a provider's Retry-After header does, so that an
+// in-process retry waits that long (the dashboard's test shows a retry
+// due in minutes; without it the retry came every 2-4 s and the test read
+// its row in the moment it was due).
+func TestRetryAfterAsksForTheDelay(t *testing.T) {
+	t.Parallel()
+	for prompt, want := range map[string]time.Duration{
+		"fail:503\nretryafter:300": 300 * time.Second, "fail:429\nretryafter:0.5": 500 * time.Millisecond,
+		"fail:503": 0, "fail:503\nretryafter:soon": 0,
+	} {
+		err := (&Model{}).Stream(context.Background(), llm.Request{Attempt: 1,
+			Messages: []llm.Message{{Role: llm.RoleUser, Content: []llm.Content{{Type: llm.ContentText, Text: prompt}}}}},
+			func(llm.Event) error { return nil })
+		var ae *llm.APIError
+		if !errors.As(err, &ae) || ae.RetryAfter != want || !ae.Retryable {
+			t.Errorf("%q: %v (retry after %v), want a retryable error asking for %v", prompt, err, ae, want)
+		}
+	}
 }
 
 // TestSayBeforeTool: say: streams its text and then the first tool call,

@@ -102,6 +102,11 @@ func dsn(path, syncMode string, readOnly bool) string {
 	v.Add("_pragma", "temp_store(MEMORY)")
 	if readOnly {
 		v.Add("_pragma", "query_only(1)")
+		// Readers open after the writer made the file, some only when
+		// reads first overlap: one opened after the file was moved away
+		// must fail, not create an empty database at the path (its reads
+		// answered "no such table", and a restart would have opened it).
+		v.Add("mode", "rw")
 	} else {
 		v.Add("_txlock", "immediate")
 		// A group commit dirties more pages than SQLite's default cache
