@@ -86,6 +86,13 @@ func (a *API) storeErr(err error, sessionID string) *apiError {
 	case errors.Is(err, engine.ErrClosed):
 		return unavailable(err.Error())
 	case errors.Is(err, store.ErrStorageFull), errors.Is(err, store.ErrStorage):
+		if a.cfg.Unhealthy != nil && !errors.Is(err, store.ErrStorageFull) {
+			// A node whose database file was deleted or replaced fails
+			// reads too: the answer names that cause, as v1's does.
+			if lost := a.cfg.Unhealthy(); lost != nil {
+				err = lost
+			}
+		}
 		e := unavailable("the database cannot take writes (" + err.Error() + "); nothing was changed, retry")
 		e.body["service"], e.retryAfter = "storage", 10
 		return e

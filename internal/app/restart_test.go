@@ -247,10 +247,15 @@ func TestDatabaseReplacedUnderServer(t *testing.T) {
 	// node had not opened before the move: each must still get the clear
 	// error (one such read found an empty database created at the path
 	// and answered 500 "internal error").
+	// Half of them through opencode 2's API, which names the cause too.
 	var wg sync.WaitGroup
-	for range 16 {
+	for i := range 16 {
+		path, body := "/session/"+sid+"/prompt_async", `{"parts":[{"type":"text","text":"hi"}]}`
+		if i%2 == 1 {
+			path, body = "/api/session/"+sid+"/prompt", `{"prompt":{"text":"hi"}}`
+		}
 		wg.Go(func() {
-			resp, err := http.Post(n.app.URL()+"/session/"+sid+"/prompt_async", "application/json", strings.NewReader(`{"parts":[{"type":"text","text":"hi"}]}`))
+			resp, err := http.Post(n.app.URL()+path, "application/json", strings.NewReader(body))
 			if err != nil {
 				t.Error(err)
 				return
@@ -258,7 +263,7 @@ func TestDatabaseReplacedUnderServer(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "deleted or replaced") {
-				t.Errorf("prompt after the database was replaced: %d %s", resp.StatusCode, body)
+				t.Errorf("prompt through %s after the database was replaced: %d %s", path, resp.StatusCode, body)
 			}
 		})
 	}
