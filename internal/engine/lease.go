@@ -259,17 +259,20 @@ func (e *Engine) renew() {
 func (e *Engine) expire() {
 	now := time.Now()
 	var stale []string
+	// Decided and dropped under one lock: renew runs beside this, and a
+	// lease it extended between a check and a later drop would be
+	// fenced though renewed.
 	e.mu.Lock()
 	for id, ls := range e.leases {
 		if now.After(ls.until.Add(-e.leaseMargin())) {
 			stale = append(stale, id)
+			delete(e.leases, id)
 		}
 	}
 	e.mu.Unlock()
 	for _, id := range stale {
 		e.log.Warn("lease could not be renewed in time; stopping the run here", "run", id)
 		e.fence(id)
-		e.dropLease(id)
 	}
 }
 
