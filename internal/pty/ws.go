@@ -141,7 +141,7 @@ func (m *Manager) stream(ctx context.Context, c *websocket.Conn, t *term, cursor
 	if from < 0 || from > end {
 		from = end
 	}
-	for from < end {
+	for from < end && ctx.Err() == nil {
 		text, next, _, _ := t.out.read(from, end, frameMax)
 		if text == "" {
 			break
@@ -157,6 +157,9 @@ func (m *Manager) stream(ctx context.Context, c *websocket.Conn, t *term, cursor
 	}
 	pos := end
 	for {
+		if ctx.Err() != nil {
+			return websocket.StatusGoingAway, "server stopping"
+		}
 		text, next, wake, ended := t.out.read(pos, -1, frameMax)
 		if text != "" {
 			if send(ctx, c, websocket.MessageText, []byte(text)) != nil {
@@ -176,8 +179,13 @@ func (m *Manager) stream(ctx context.Context, c *websocket.Conn, t *term, cursor
 	}
 }
 
+// send writes one frame. A stopping server does not cancel it: a write
+// whose context ends closes the socket without the close frame (a client
+// saw EOF, not 1001, when the kill's last output raced the stop); the
+// stream looks at ctx between frames instead, and Stop cuts a client that
+// does not take the frame within closeGrace.
 func send(ctx context.Context, c *websocket.Conn, typ websocket.MessageType, p []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
 	return c.Write(ctx, typ, p)
 }
