@@ -1,13 +1,10 @@
 package app_test
 
 import (
-	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,21 +28,7 @@ func TestClusterSharesCredentials(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("ANTHROPIC_API_KEY", "")
 	db := pgtest.Schema(t)
-	var mu sync.Mutex
-	var auth []string
-	fake := fakellm.New(fakellm.Options{Second: 10 * time.Millisecond}).Handler()
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		auth = append(auth, r.Header.Get("Authorization"))
-		mu.Unlock()
-		fake.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	var f config.File
-	if err := json.Unmarshal([]byte(`{"model":"keyless/m","provider":{"keyless":{"npm":"@ai-sdk/openai-compatible",
-		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"m":{}}}}}`), &f); err != nil {
-		t.Fatal(err)
-	}
+	f, auths := keylessProvider(t)
 	// Each node its own credential file, as on separate machines; a's
 	// holds a key from before the cluster shared them.
 	files := map[string]string{"a": filepath.Join(t.TempDir(), "credentials.json"), "b": filepath.Join(t.TempDir(), "credentials.json")}
@@ -88,10 +71,8 @@ func TestClusterSharesCredentials(t *testing.T) {
 	if err != nil || m.Info.Error != nil || textOf(m) != "hi" {
 		t.Fatalf("a prompt on b with the key stored through a: %v %q %+v", err, textOf(m), m.Info.Error)
 	}
-	mu.Lock()
-	got := auth[len(auth)-1]
-	mu.Unlock()
-	if got != "Bearer sk-cluster-secret" {
+	auth := auths()
+	if got := auth[len(auth)-1]; got != "Bearer sk-cluster-secret" {
 		t.Errorf("b sent %q to the provider", got)
 	}
 
@@ -101,16 +82,12 @@ func TestClusterSharesCredentials(t *testing.T) {
 		}
 	}
 	waitUntil(t, "b takes openai out after DELETE /auth/openai on a", func() bool { return !openaiListed(b) })
-	mu.Lock()
-	before := len(auth)
-	mu.Unlock()
+	before := len(auths())
 	m, err = b.c.Send(t.Context(), sid, client.Prompt{Text: "reply:no more", Model: &client.ModelRef{ProviderID: "keyless", ModelID: "m"}})
 	if err != nil || textOf(m) != "no more" {
 		t.Fatalf("a prompt on b after the key was removed: %v %q %+v", err, textOf(m), m.Info.Error)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if after := auth[before:]; len(after) == 0 || strings.Contains(strings.Join(after, " "), "sk-cluster-secret") {
+	if after := auths()[before:]; len(after) == 0 || strings.Contains(strings.Join(after, " "), "sk-cluster-secret") {
 		t.Errorf("after DELETE on a, b sent %q", after)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,21 +26,7 @@ import (
 // (0600), and in no answer or log line.
 func TestStoredKeyReachesProvider(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var auth []string
-	fake := fakellm.New(fakellm.Options{Second: 10 * time.Millisecond}).Handler()
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		auth = append(auth, r.Header.Get("Authorization"))
-		mu.Unlock()
-		fake.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	var f config.File
-	if err := json.Unmarshal([]byte(`{"model":"keyless/m","provider":{"keyless":{"npm":"@ai-sdk/openai-compatible",
-		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"m":{}}}}}`), &f); err != nil {
-		t.Fatal(err)
-	}
+	f, auths := keylessProvider(t)
 	var logs bytes.Buffer
 	cfg := app.Config{DBPath: filepath.Join(t.TempDir(), "agentd.db"), Host: "127.0.0.1", Version: "test",
 		Directory: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), AccessLog: true}
@@ -72,8 +59,7 @@ func TestStoredKeyReachesProvider(t *testing.T) {
 	prompt := func() string {
 		t.Helper()
 		do("POST", "/session/"+s.ID+"/message", `{"parts":[{"type":"text","text":"reply:hi"}]}`)
-		mu.Lock()
-		defer mu.Unlock()
+		auth := auths()
 		return auth[len(auth)-1]
 	}
 	do("PUT", "/auth/keyless", `{"type":"api","key":"sk-stored-secret"}`)
@@ -99,5 +85,32 @@ func TestStoredKeyReachesProvider(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "secret") {
 		t.Error("a stored key reached the log")
+	}
+}
+
+// keylessProvider is a configuration whose default model is the fake
+// model of an OpenAI-compatible provider that has no key of its own, and
+// the Authorization headers its requests carried so far.
+func keylessProvider(t *testing.T) (config.File, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var auth []string
+	fake := fakellm.New(fakellm.Options{Second: 10 * time.Millisecond}).Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	var f config.File
+	if err := json.Unmarshal([]byte(`{"model":"keyless/m","provider":{"keyless":{"npm":"@ai-sdk/openai-compatible",
+		"options":{"baseURL":"`+hs.URL+`/v1"},"models":{"m":{}}}}}`), &f); err != nil {
+		t.Fatal(err)
+	}
+	return f, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(auth)
 	}
 }
